@@ -8,6 +8,8 @@ sections or keys are errors that list the valid names.
 import dataclasses
 import difflib
 import importlib.resources
+import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,6 +85,17 @@ def parse_overrides(overrides: list[str], sections: dict[str, type]) -> dict[str
     return out
 
 
+def expand_env_vars(text: str, where: str) -> str:
+    """Replace `${NAME}` with the environment variable NAME (data locations in paper configs); unset is an error."""
+    missing = sorted({m for m in re.findall(r"\$\{(\w+)\}", text) if m not in os.environ})
+    if missing:
+        raise ConfigError(
+            f"{where} needs the environment variable(s) {', '.join(missing)} (data locations); set them, e.g. "
+            f"`export {missing[0]}=/path/to/data`. See shared/README.md for where each dataset comes from."
+        )
+    return re.sub(r"\$\{(\w+)\}", lambda m: os.environ[m.group(1)], text)
+
+
 def build_section(cls: type, values: dict, where: str):
     """Instantiate dataclass `cls` from `values`, rejecting keys it does not have."""
     valid = _valid_keys(cls)
@@ -95,7 +108,7 @@ def build_section(cls: type, values: dict, where: str):
 def load_config(name_or_path: str, overrides: list[str], sections: dict[str, type], package: str) -> dict:
     """Load a package config: returns `{section: dataclass instance}` plus `"_source"`, the resolved YAML path."""
     path = resolve_config_path(name_or_path, package)
-    raw = yaml.safe_load(path.read_text()) or {}
+    raw = yaml.safe_load(expand_env_vars(path.read_text(), str(path))) or {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{path} must be a mapping of sections ({', '.join(sections)}).")
     for section in raw:

@@ -177,3 +177,18 @@ def model_path(name: str) -> str:
     if name == "smollm2-135m":
         return str(smollm2_135m())
     return name
+
+
+def main() -> None:
+    """`python -m agentrl_shared.models`: build every offline fixture once (Qwen tokenizers, tiny Qwen3, SmolLM2)."""
+    for template in QWEN_TEMPLATES:
+        print("qwen tokenizer:", qwen_tokenizer_path(template))
+    print("tiny qwen3:", tiny_qwen3())
+    print("smollm2-135m:", smollm2_135m())
+
+
+if __name__ == "__main__":
+    from .offline import set_offline_env
+
+    set_offline_env()
+    main()

@@ -1,0 +1,134 @@
+"""Evaluation on fixed task panels: resumable episode logs, success rates, pass@k, results JSON with provenance.
+
+A panel is the same ordered task list every time (the first N tasks of a split), played once per seed. Episodes are
+appended to a JSONL file as they finish, so an interrupted evaluation resumes without replaying them. Results carry
+the git commit, the resolved config and the seeds (architecture.md, "Numbers in READMEs come from result files").
+"""
+
+import json
+import math
+import statistics
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from .rollout import Episode, RolloutCollector, episode_metrics
+
+
+def git_commit() -> str:
+    """Short commit of the working tree (with `+dirty` when it has uncommitted changes), or `unknown`."""
+    try:
+        root = Path(__file__).resolve().parent
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True
+        ).stdout.strip()
+        return commit + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def episode_record(ep: Episode) -> dict:
+    """What an evaluation log keeps of an episode (no token ids)."""
+    return {
+        "task_id": ep.task["task_id"],
+        "task_type": ep.task.get("task_type"),
+        "seed": ep.seed,
+        "won": ep.won,
+        "failed": ep.failed,
+        "error": ep.error,
+        "stop_reason": ep.stop_reason,
+        "turns": len(ep.rows),
+        "env_return": ep.env_return,
+        "task_score": ep.info.get("task_score"),
+        "invalid_actions": sum(not r.is_action_valid for r in ep.rows),
+        "actions": [r.action for r in ep.rows],
+    }
+
+
+def run_panel(
+    collector: RolloutCollector,
+    generate: Callable,
+    tasks: list[dict],
+    seeds: list[int],
+    log_path: Path | None = None,
+    progress: Callable[[str], None] = print,
+) -> list[dict]:
+    """Play every (task, seed) pair in chunks of the pool's size; returns one record per pair, in panel order.
+
+    With `log_path`, finished records are read back first and new ones appended as each chunk ends (resume).
+    """
+    done: dict[tuple[str, int], dict] = {}
+    if log_path is not None and log_path.exists():
+        for line in log_path.read_text().splitlines():
+            if line.strip():
+                rec = json.loads(line)
+                done[(rec["task_id"], rec["seed"])] = rec
+    todo = [(t, s) for s in seeds for t in tasks if (t["task_id"], s) not in done]
+    if done:
+        progress(f"resuming: {len(done)} episodes already logged, {len(todo)} to go")
+    slots = collector.pool.num_slots
+    t0 = time.perf_counter()
+    for start in range(0, len(todo), slots):
+        chunk = todo[start : start + slots]
+        episodes = collector.collect([t for t, _ in chunk], list(range(len(chunk))), [s for _, s in chunk], generate)
+        records = [episode_record(e) for e in episodes]
+        for rec in records:
+            done[(rec["task_id"], rec["seed"])] = rec
+        if log_path is not None:
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            with log_path.open("a") as f:
+                f.writelines(json.dumps(r) + "\n" for r in records)
+        n = min(start + slots, len(todo))
+        wins = sum(r["won"] for r in done.values())
+        progress(f"eval {n}/{len(todo)} episodes, success so far {wins}/{len(done)}, {time.perf_counter() - t0:.0f}s")
+    return [done[(t["task_id"], s)] for s in seeds for t in tasks]
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k (Chen et al. 2021): 1 - C(n - c, k) / C(n, k) for c successes in n tries."""
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def summarize(records: list[dict], seeds: list[int]) -> dict:
+    """Success rate per seed (mean +- std over seeds), per task type, and pass@k over seeds per task."""
+    per_seed = []
+    for s in seeds:
+        mine = [r for r in records if r["seed"] == s and not r["failed"]]
+        per_seed.append(sum(r["won"] for r in mine) / max(len(mine), 1))
+    out = {
+        "success_rate_per_seed": per_seed,
+        "success_rate_mean": statistics.fmean(per_seed) if per_seed else 0.0,
+        "success_rate_std": statistics.stdev(per_seed) if len(per_seed) > 1 else 0.0,
+        "num_episodes": len(records),
+        "failed_episodes": sum(r["failed"] for r in records),
+        "invalid_action_ratio": sum(r["invalid_actions"] for r in records) / max(sum(r["turns"] for r in records), 1),
+        "turns_mean": statistics.fmean(r["turns"] for r in records) if records else 0.0,
+    }
+    for task_type in sorted({str(r["task_type"]) for r in records}):
+        mine = [r for r in records if str(r["task_type"]) == task_type and not r["failed"]]
+        out[f"{task_type}_success_rate"] = sum(r["won"] for r in mine) / max(len(mine), 1)
+    scores = [r["task_score"] for r in records if r["task_score"] is not None]
+    if scores:
+        out["score_mean"] = statistics.fmean(scores)
+    by_task: dict[str, list[bool]] = {}
+    for r in records:
+        by_task.setdefault(r["task_id"], []).append(bool(r["won"]))
+    for k in range(1, len(seeds) + 1):
+        out[f"pass@{k}"] = statistics.fmean(pass_at_k(len(v), sum(v), k) for v in by_task.values())
+    return out
+
+
+def write_results(path: Path, payload: dict) -> None:
+    """Write a results JSON with provenance (commit, time) next to the run's other files."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {"commit": git_commit(), "time": time.strftime("%Y-%m-%dT%H:%M:%S"), **payload}
+    path.write_text(json.dumps(payload, indent=2, default=str) + "\n")
+
+
+__all__ = ["episode_metrics", "git_commit", "pass_at_k", "run_panel", "summarize", "write_results"]

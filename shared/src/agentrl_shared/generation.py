@@ -1,0 +1,99 @@
+"""Generation back ends for the rollout collector: a standalone HF `generate` and the trainer's own path.
+
+`HFGenerator` serves evaluation outside a trainer (CPU, or any machine without vLLM). `trainer_generate_fn` wraps
+`GRPOTrainer._generate_single_turn`, which is TRL's vLLM path on GPU (colocate or server, with weight sync) and HF
+`generate` under `unwrap_model_for_generation` otherwise (ZeRO-3 gather included), with the trainer's sampling
+settings; `sampling_overrides` temporarily swaps the temperature for validation (verl-agent `val_kwargs`).
+"""
+
+from contextlib import contextmanager
+
+import torch
+
+
+class HFGenerator:
+    """Batched `model.generate` on left-padded prompt ids; returns completions cut after the first EOS.
+
+    Args:
+        model: a causal LM (eval mode is set here).
+        tokenizer: its tokenizer (pad and EOS ids).
+        max_new_tokens (`int`): completion cap per turn.
+        temperature (`float`): `0.0` means greedy decoding.
+        top_p (`float`, *optional*, defaults to `1.0`).
+        batch_size (`int`, *optional*): split very large turns into chunks of this many prompts.
+    """
+
+    def __init__(self, model, tokenizer, max_new_tokens: int, temperature: float, top_p: float = 1.0, batch_size=64):
+        self.model, self.tokenizer = model, tokenizer
+        self.max_new_tokens, self.temperature, self.top_p, self.batch_size = (
+            max_new_tokens,
+            temperature,
+            top_p,
+            batch_size,
+        )
+        self.eos_ids = {tokenizer.eos_token_id, *_as_list(model.generation_config.eos_token_id)} - {None}
+
+    @torch.no_grad()
+    def __call__(self, prompt_ids: list[list[int]]) -> tuple[list[list[int]], None]:
+        self.model.eval()
+        out: list[list[int]] = []
+        for start in range(0, len(prompt_ids), self.batch_size):
+            out += self._generate(prompt_ids[start : start + self.batch_size])
+        return out, None
+
+    def _generate(self, prompt_ids: list[list[int]]) -> list[list[int]]:
+        device = self.model.device
+        width = max(len(p) for p in prompt_ids)
+        pad = self.tokenizer.pad_token_id
+        input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompt_ids], device=device)
+        attention_mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompt_ids], device=device)
+        sampling = {"do_sample": False} if self.temperature == 0.0 else {
+            "do_sample": True, "temperature": self.temperature, "top_p": self.top_p, "top_k": 0,
+        }  # fmt: skip
+        generated = self.model.generate(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            max_new_tokens=self.max_new_tokens,
+            pad_token_id=pad,
+            eos_token_id=sorted(self.eos_ids),
+            **sampling,
+        )
+        completions = []
+        for seq in generated[:, width:].tolist():
+            cut = next((k + 1 for k, t in enumerate(seq) if t in self.eos_ids), len(seq))
+            completions.append(seq[:cut])
+        return completions
+
+
+def _as_list(x) -> list:
+    return [] if x is None else list(x) if isinstance(x, (list, tuple)) else [x]
+
+
+def trainer_generate_fn(trainer):
+    """A `GenerateFn` over a `GRPOTrainer`'s own single-turn generation (vLLM or HF), with its sampling settings."""
+
+    def generate(prompt_ids: list[list[int]]):
+        completion_ids, logprobs = trainer._generate_single_turn(prompt_ids, None, {}, 1)
+        return [list(c) for c in completion_ids], logprobs
+
+    return generate
+
+
+@contextmanager
+def sampling_overrides(trainer, temperature: float):
+    """Temporarily sample with `temperature` (0 = greedy) in the trainer's generation path (HF or vLLM)."""
+    if trainer.use_vllm:
+        saved = trainer.vllm_generation.temperature
+        trainer.vllm_generation.temperature = temperature  # vLLM has no do_sample switch: temperature 0 is greedy
+    else:
+        saved = trainer.generation_config
+        config = saved.__class__(**saved.to_dict())
+        config.do_sample, config.temperature = (False, None) if temperature == 0.0 else (True, temperature)
+        trainer.generation_config = config
+    try:
+        yield
+    finally:
+        if trainer.use_vllm:
+            trainer.vllm_generation.temperature = saved
+        else:
+            trainer.generation_config = saved

@@ -1,0 +1,24 @@
+"""Environments that misbehave on purpose, importable by spawned pool workers (tests only)."""
+
+import os
+import time
+
+from agentrl_shared.envs.base import Step
+from agentrl_shared.envs.textrooms import TextRoomsEnv
+
+
+class FaultyEnv(TextRoomsEnv):
+    """TextRooms that raises, hangs or kills its process when the action is `raise`, `hang` or `die`."""
+
+    def step(self, action: str) -> Step:
+        if action == "raise":
+            raise RuntimeError("simulated environment bug")
+        if action == "hang":
+            time.sleep(3600)
+        if action == "die":
+            os._exit(3)
+        return super().step(action)
+
+
+def make_faulty_env() -> FaultyEnv:
+    return FaultyEnv()
