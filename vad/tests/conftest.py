@@ -1,0 +1,6 @@
+"""Test set-up for `vad`: offline environment variables before transformers/trl are imported (stack.md section 8)."""
+
+from agentrl_shared.offline import set_offline_env
+
+
+set_offline_env()
