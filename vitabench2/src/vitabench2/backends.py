@@ -1,0 +1,312 @@
+"""Model back ends for the three roles (agent, user simulator, judge): OpenAI-compatible HTTP, in-process
+transformers, and a scripted back end for tests and benchmarks.
+
+Paper spec sec. 4 (agent/user/judge LLMs, temperature 0) and sec. 9 (policy served through an OpenAI-compatible
+endpoint). Every call records prompt/completion tokens and latency; each back end caps its concurrent calls.
+"""
+
+import json
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+TOOL_CALL_RE = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
+
+
+@dataclass
+class ChatResult:
+    """One model reply. `tool_calls` items are `{"id", "name", "arguments" (dict)}`."""
+
+    content: str
+    tool_calls: list[dict] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+
+
+def parse_tool_calls(text: str) -> tuple[str, list[dict]]:
+    """Split `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` blocks out of a text reply.
+
+    Malformed blocks stay in the content (the orchestrator then sees a plain message).
+    """
+    calls = []
+    for match in TOOL_CALL_RE.finditer(text):
+        try:
+            obj = json.loads(match.group(1))
+        except json.JSONDecodeError:
+            continue
+        if isinstance(obj, dict) and isinstance(obj.get("name"), str):
+            args = obj.get("arguments", {})
+            if isinstance(args, str):
+                try:
+                    args = json.loads(args)
+                except json.JSONDecodeError:
+                    args = {}
+            calls.append(
+                {
+                    "id": f"call_{uuid.uuid4().hex[:8]}",
+                    "name": obj["name"],
+                    "arguments": args if isinstance(args, dict) else {},
+                }
+            )
+            text = text.replace(match.group(0), "")
+    return text.strip(), calls
+
+
+def render_tools_text(tools: list[dict]) -> str:
+    """Compact tool list + calling convention for models without native function calling."""
+    lines = ["# Tools", 'To call a tool, reply with <tool_call>{"name": "TOOL", "arguments": {...}}</tool_call>.']
+    for t in tools:
+        f = t["function"]
+        args = ", ".join(f"{k}: {v.get('type', 'any')}" for k, v in f["parameters"]["properties"].items())
+        lines.append(f"- {f['name']}({args}): {f['description']}")
+    return "\n".join(lines)
+
+
+def to_text_messages(messages: list[dict], tools: list[dict] | None) -> list[dict]:
+    """Flatten tool calls/results into plain system/user/assistant messages (text tool-call protocol)."""
+    out = []
+    for m in messages:
+        role, content = m["role"], m.get("content") or ""
+        if role == "assistant" and m.get("tool_calls"):
+            calls = "".join(
+                "<tool_call>"
+                + json.dumps({"name": c["name"], "arguments": c["arguments"]}, ensure_ascii=False)
+                + "</tool_call>"
+                for c in m["tool_calls"]
+            )
+            content = (content + "\n" + calls).strip()
+        elif role == "tool":
+            role, content = "user", f"[tool result of {m.get('name', 'tool')}]\n{content}"
+        out.append({"role": role, "content": content})
+    if tools:
+        if out and out[0]["role"] == "system":
+            out[0] = {"role": "system", "content": out[0]["content"] + "\n\n" + render_tools_text(tools)}
+        else:
+            out.insert(0, {"role": "system", "content": render_tools_text(tools)})
+    # merge consecutive same-role messages (small chat templates expect alternation)
+    merged: list[dict] = []
+    for m in out:
+        if merged and merged[-1]["role"] == m["role"] and m["role"] != "system":
+            merged[-1] = {"role": m["role"], "content": merged[-1]["content"] + "\n\n" + m["content"]}
+        else:
+            merged.append(m)
+    return merged
+
+
+class ChatBackend:
+    """Base class: concurrency cap and per-call usage log; subclasses implement `_chat`.
+
+    Args:
+        max_concurrency (`int`, *optional*, defaults to `8`): simultaneous calls allowed into this back end.
+    """
+
+    def __init__(self, max_concurrency: int = 8):
+        if max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
+        self._slots = threading.Semaphore(max_concurrency)
+        self._log_lock = threading.Lock()
+        self.calls: list[dict] = []
+
+    def chat(self, messages: list[dict], tools: list[dict] | None = None, role: str = "agent") -> ChatResult:
+        with self._slots:
+            start = time.perf_counter()
+            result = self._chat(messages, tools)
+            result.latency_s = time.perf_counter() - start
+        with self._log_lock:
+            self.calls.append(
+                {
+                    "role": role,
+                    "prompt_tokens": result.prompt_tokens,
+                    "completion_tokens": result.completion_tokens,
+                    "latency_s": round(result.latency_s, 4),
+                }
+            )
+        return result
+
+    def _chat(self, messages: list[dict], tools: list[dict] | None) -> ChatResult:
+        raise NotImplementedError
+
+
+class ScriptedBackend(ChatBackend):
+    """Replies from a Python function `script(messages, tools) -> str`; text tool calls are parsed.
+
+    Args:
+        script (`Callable`): returns the reply text (may contain `<tool_call>` blocks).
+        delay_s (`float`, *optional*, defaults to `0.0`): sleep per call (benchmarks: a fixed-latency model).
+    """
+
+    def __init__(
+        self, script: Callable[[list[dict], list[dict] | None], str], delay_s: float = 0.0, max_concurrency: int = 64
+    ):
+        super().__init__(max_concurrency)
+        self.script, self.delay_s = script, delay_s
+
+    def _chat(self, messages, tools):
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        text = self.script(messages, tools)
+        content, calls = parse_tool_calls(text)
+        words = sum(len(str(m.get("content") or "").split()) for m in messages)
+        return ChatResult(content, calls, prompt_tokens=words, completion_tokens=len(text.split()))
+
+
+class OpenAIBackend(ChatBackend):
+    """Any OpenAI-compatible `/chat/completions` endpoint (vLLM `serve`, hosted APIs); native function calling.
+
+    Args:
+        model (`str`): model name sent to the endpoint.
+        base_url (`str`): e.g. `http://localhost:8000/v1`.
+        api_key (`str`, *optional*): bearer token.
+        temperature (`float`, *optional*, defaults to `0.0`): models.yaml default.
+        max_tokens (`int`, *optional*, defaults to `4096`): completion cap.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str,
+        api_key: str | None = None,
+        temperature: float = 0.0,
+        max_tokens: int = 4096,
+        max_concurrency: int = 8,
+        timeout_s: float = 600.0,
+        max_retries: int = 3,
+    ):
+        super().__init__(max_concurrency)
+        import httpx
+
+        self.model, self.temperature, self.max_tokens, self.max_retries = model, temperature, max_tokens, max_retries
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.client = httpx.Client(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout_s)
+
+    def _chat(self, messages, tools):
+        import httpx
+
+        wire = []
+        for m in messages:
+            if m["role"] == "assistant" and m.get("tool_calls"):
+                wire.append(
+                    {
+                        "role": "assistant",
+                        "content": m.get("content") or None,
+                        "tool_calls": [
+                            {
+                                "id": c["id"],
+                                "type": "function",
+                                "function": {
+                                    "name": c["name"],
+                                    "arguments": json.dumps(c["arguments"], ensure_ascii=False),
+                                },
+                            }
+                            for c in m["tool_calls"]
+                        ],
+                    }
+                )
+            elif m["role"] == "tool":
+                wire.append({"role": "tool", "tool_call_id": m["tool_call_id"], "content": m["content"]})
+            else:
+                wire.append({"role": m["role"], "content": m.get("content") or ""})
+        body = {"model": self.model, "messages": wire, "temperature": self.temperature, "max_tokens": self.max_tokens}
+        if tools:
+            body["tools"] = tools
+        for attempt in range(self.max_retries + 1):
+            try:
+                resp = self.client.post("/chat/completions", json=body)
+                resp.raise_for_status()
+                break
+            except (httpx.TransportError, httpx.HTTPStatusError) as err:
+                if attempt == self.max_retries:
+                    raise RuntimeError(
+                        f"Endpoint {self.client.base_url} failed after {attempt + 1} tries: {err}"
+                    ) from err
+                time.sleep(2**attempt)
+        data = resp.json()
+        msg = data["choices"][0]["message"]
+        calls = []
+        for c in msg.get("tool_calls") or []:
+            try:
+                args = json.loads(c["function"].get("arguments") or "{}")
+            except json.JSONDecodeError:
+                args = {"_raw": c["function"].get("arguments")}
+            calls.append(
+                {"id": c.get("id") or f"call_{uuid.uuid4().hex[:8]}", "name": c["function"]["name"], "arguments": args}
+            )
+        content = msg.get("content") or ""
+        if not calls:  # endpoints without a tool parser: fall back to the text protocol
+            content, calls = parse_tool_calls(content)
+        usage = data.get("usage") or {}
+        return ChatResult(content, calls, usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0))
+
+
+class TransformersBackend(ChatBackend):
+    """An in-process causal LM (`AutoModelForCausalLM`), greedy decoding, text tool-call protocol.
+
+    Args:
+        model_path (`str`): local checkpoint folder (e.g. `agentrl_shared.models.smollm2_135m()`).
+        max_new_tokens (`int`, *optional*, defaults to `128`): completion cap.
+        max_input_tokens (`int`, *optional*, defaults to `4096`): the prompt is left-truncated beyond this.
+    """
+
+    def __init__(self, model_path: str, max_new_tokens: int = 128, max_input_tokens: int = 4096):
+        super().__init__(max_concurrency=1)  # one model, one generate at a time (2-core CPU)
+        from agentrl_shared.offline import set_offline_env
+
+        set_offline_env()
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(model_path)
+        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).eval()
+        self.max_new_tokens, self.max_input_tokens = max_new_tokens, max_input_tokens
+
+    def _chat(self, messages, tools):
+        import torch
+
+        text_messages = to_text_messages(messages, tools)
+        prompt = self.tokenizer.apply_chat_template(text_messages, tokenize=False, add_generation_prompt=True)
+        ids = self.tokenizer(prompt, return_tensors="pt", add_special_tokens=False)["input_ids"][
+            :, -self.max_input_tokens :
+        ]
+        with torch.no_grad():
+            out = self.model.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=self.max_new_tokens,
+                do_sample=False,
+                pad_token_id=self.tokenizer.pad_token_id,
+            )
+        completion = out[0, ids.shape[1] :]
+        text = self.tokenizer.decode(completion, skip_special_tokens=True)
+        content, calls = parse_tool_calls(text)
+        return ChatResult(content, calls, prompt_tokens=int(ids.shape[1]), completion_tokens=int(completion.shape[0]))
+
+
+def build_backend(
+    spec: str,
+    max_concurrency: int = 8,
+    max_new_tokens: int = 128,
+    api_key: str | None = None,
+    temperature: float = 0.0,
+    max_input_tokens: int = 4096,
+) -> ChatBackend:
+    """Back end from a CLI spec.
+
+    - `transformers:PATH_OR_NAME` (`smollm2-135m` resolves through `agentrl_shared.models.model_path`);
+    - `openai:MODEL@BASE_URL` (e.g. `openai:gpt-4.1@https://api.openai.com/v1`, `openai:qwen@http://localhost:8000/v1`).
+    """
+    kind, _, rest = spec.partition(":")
+    if kind == "transformers":
+        from agentrl_shared.models import model_path
+
+        return TransformersBackend(model_path(rest), max_new_tokens=max_new_tokens, max_input_tokens=max_input_tokens)
+    if kind == "openai":
+        model, _, url = rest.partition("@")
+        if not model or not url:
+            raise ValueError(f"openai back end spec must be 'openai:MODEL@BASE_URL', got {spec!r}")
+        return OpenAIBackend(model, url, api_key=api_key, temperature=temperature, max_concurrency=max_concurrency)
+    raise ValueError(f"Unknown back end kind {kind!r} in {spec!r}; valid: 'transformers:PATH', 'openai:MODEL@URL'")

@@ -1,0 +1,169 @@
+"""Report: memory-comparison table, decline of the score over the temporal task index, the paper's leaderboard, and
+the README section between markers, all generated from run folders (never typed by hand).
+
+Paper spec sec. 7 (leaderboard, Avg@4 / Pass@4 / Pass^4 per memory setting) and sec. 1 findings 4-5 (Fig. 5 decline
+over task index; Fig. 6 proactive vs personalization).
+"""
+
+import json
+from pathlib import Path
+
+from .metrics import compute_metrics
+from .runner import read_records
+
+
+START_MARKER = "<!-- vitabench2:report:start -->"
+END_MARKER = "<!-- vitabench2:report:end -->"
+MEMORY_LABELS = {
+    "full_context": "Full Context",
+    "rewrite": "Agentic Memory",
+    "rag": "RAG Memory",
+    "null": "No memory",
+    "groundtruth": "Ground truth (oracle)",
+}
+
+
+def paper_leaderboard() -> dict:
+    """The paper's leaderboard as checked in (`data/paper_leaderboard.json`, with its source)."""
+    return json.loads((Path(__file__).parent / "data" / "paper_leaderboard.json").read_text())
+
+
+def load_run(run_dir: str | Path) -> dict:
+    """Config, records and metrics of one run folder (`config.json` + `results.jsonl`)."""
+    run_dir = Path(run_dir)
+    config_path = run_dir / "config.json"
+    if not config_path.exists():
+        raise FileNotFoundError(
+            f"{run_dir} is not a run folder (no config.json); pass the --output of `vitabench2 run`"
+        )
+    config = json.loads(config_path.read_text())
+    records = read_records(run_dir / "results.jsonl")
+    metrics = compute_metrics(records, config["num_trials"])
+    summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").exists() else {}
+    return {"dir": str(run_dir), "config": config, "records": records, "metrics": metrics, "summary": summary}
+
+
+def _fmt(x) -> str:
+    return "–" if x is None else f"{x:.3f}"
+
+
+def memory_table(runs: list[dict]) -> str:
+    """Markdown table, one row per run: model, memory, trials, Avg@k, Pass@k, Pass^k, skill split, commit."""
+    lines = [
+        "| Agent | Memory | Subtasks x trials | Avg@k | Pass@k | Pass^k | Proactive | Personalization | Judge failures | Command | commit |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for run in runs:
+        c, m = run["config"], run["metrics"]
+        k = m.get("k", c["num_trials"])
+        memory = c.get("memory_class") or c.get("memory_type")
+        failures = sum(1 for r in run["records"] if r.get("judge_failed"))
+        lines.append(
+            f"| {c['agent']} | {MEMORY_LABELS.get(memory, memory)} | {m.get('num_units', 0)} x {c['num_trials']} | "
+            f"{_fmt(m.get(f'avg@{k}'))} | {_fmt(m.get(f'pass@{k}'))} | {_fmt(m.get(f'pass^{k}'))} | "
+            f"{_fmt(m.get('avg_proactive'))} | {_fmt(m.get('avg_personalization'))} | {failures}/{len(run['records'])} | "
+            f"`{c.get('command', '')}` | {c.get('commit', '')} |"
+        )
+    return "\n".join(lines)
+
+
+def paper_table(kind: str = "non-thinking") -> str:
+    board = paper_leaderboard()
+    lines = [
+        "| Model | FC Avg@4 | FC Pass@4 | FC Pass^4 | AgM Avg@4 | AgM Pass@4 | AgM Pass^4 | RAG Avg@4 | RAG Pass@4 | RAG Pass^4 |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in board["tables"][kind]:
+        vals = row["full_context"] + row["rewrite"] + row["rag"]
+        lines.append(f"| {row['model']} | " + " | ".join(f"{v:.3f}" for v in vals) + " |")
+    return "\n".join(lines)
+
+
+def index_table(runs: list[dict]) -> str:
+    """Mean reward by temporal task index (0 = a user's first subtask), one column per run."""
+    indices = sorted({int(i) for run in runs for i in run["metrics"].get("avg_by_task_index", {})})
+    head = (
+        "| Task index | "
+        + " | ".join(run["config"].get("memory_class") or run["config"]["memory_type"] for run in runs)
+        + " |"
+    )
+    lines = [head, "|---|" + "---|" * len(runs)]
+    for i in indices:
+        cells = [_fmt(run["metrics"].get("avg_by_task_index", {}).get(i)) for run in runs]
+        lines.append(f"| {i} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def plot(runs: list[dict], out_dir: Path) -> list[Path]:
+    """`memory_comparison.png` (Avg/Pass@k/Pass^k per run) and `task_index_decline.png` (Fig. 5 analogue)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    labels = [run["config"].get("memory_class") or run["config"]["memory_type"] for run in runs]
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    width = 0.25
+    for j, metric in enumerate(("avg", "pass@", "pass^")):
+        vals = []
+        for run in runs:
+            k = run["metrics"].get("k", 1)
+            key = f"avg@{k}" if metric == "avg" else f"{metric}{k}"
+            vals.append(run["metrics"].get(key) or 0.0)
+        ax.bar(
+            [i + (j - 1) * width for i in range(len(runs))],
+            vals,
+            width,
+            label=metric.rstrip("@^") if metric != "avg" else "Avg@k",
+        )
+    ax.set_xticks(range(len(runs)), labels)
+    ax.set_ylabel("score")
+    ax.set_ylim(0, 1)
+    ax.legend(["Avg@k", "Pass@k", "Pass^k"])
+    ax.set_title("Memory comparison (subtask level)")
+    fig.tight_layout()
+    p1 = out_dir / "memory_comparison.png"
+    fig.savefig(p1, dpi=100)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for run, label in zip(runs, labels):
+        by = {int(i): v for i, v in run["metrics"].get("avg_by_task_index", {}).items()}
+        xs = sorted(by)
+        ax.plot(xs, [by[x] or 0.0 for x in xs], marker="o", label=label)
+    ax.set_xlabel("temporal task index")
+    ax.set_ylabel("mean reward")
+    ax.set_ylim(-0.05, 1.05)
+    ax.legend()
+    ax.set_title("Score over the task sequence")
+    fig.tight_layout()
+    p2 = out_dir / "task_index_decline.png"
+    fig.savefig(p2, dpi=100)
+    plt.close(fig)
+    return [p1, p2]
+
+
+def render(runs: list[dict], figure_paths: list[str]) -> str:
+    """The generated README section."""
+    parts = [
+        "### Ours (generated by `vitabench2 report` from result files)",
+        "",
+        memory_table(runs),
+        "",
+        "Mean reward by temporal task index:",
+        "",
+        index_table(runs),
+        "",
+    ]
+    parts += [f"![{Path(p).stem}]({p})" for p in figure_paths]
+    return "\n".join(parts)
+
+
+def update_readme(readme: Path, section: str) -> None:
+    """Replace the text between the report markers (the markers must exist)."""
+    text = readme.read_text(encoding="utf-8")
+    if START_MARKER not in text or END_MARKER not in text:
+        raise ValueError(f"{readme} lacks the markers {START_MARKER} / {END_MARKER}; add them where the table goes")
+    head, rest = text.split(START_MARKER, 1)
+    _, tail = rest.split(END_MARKER, 1)
+    readme.write_text(head + START_MARKER + "\n" + section + "\n" + END_MARKER + tail, encoding="utf-8")

@@ -1,0 +1,146 @@
+"""Each memory back end: null, groundtruth, full_context (token cap), rewrite (LLM + cap), rag (chunking, MiniLM
+embeddings, top-k with threshold, keyword fallback), a user class by dotted path, and the memory tools."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from vitabench2.backends import ScriptedBackend
+from vitabench2.memory import (
+    FullContextMemory,
+    RAGMemory,
+    RewriteMemory,
+    count_tokens,
+    create_memory,
+    format_interaction,
+)
+
+
+INTERACTIONS = [
+    {
+        "date": "2025-05-01",
+        "behavior": [{"behavior_type": "order", "content": "Dan Dan noodles, extra spicy"}],
+        "dialogue": [{"role": "user", "content": "I hate coriander."}],
+    },
+    {"type": "review", "timestamp": "2025-05-02 10:00:00", "content": "The hotel gym was great."},
+]
+
+
+def test_format_interaction_both_shapes():
+    a = format_interaction(INTERACTIONS[0])
+    assert "[2025-05-01]" in a and "Order: Dan Dan noodles" in a and "user: I hate coriander." in a
+    assert format_interaction(INTERACTIONS[1]) == "[2025-05-02 10:00:00] review: The hotel gym was great."
+
+
+def test_null_and_groundtruth():
+    null = create_memory("null")
+    null.update(INTERACTIONS)
+    assert null.read("x") == "" and null.tool_schemas() == []
+    gt = create_memory("groundtruth")
+    gt.set_groundtruth(
+        {"current": {"food": ["spicy", "no coriander"]}, "preference_tag_change_history": [{"old": "a", "new": "b"}]}
+    )
+    assert "- food: spicy, no coriander" in gt.read() and "Preference changes" in gt.read()
+    gt.reset()
+    assert gt.read() == ""
+
+
+def test_full_context_appends_and_head_truncates():
+    mem = create_memory("full_context")
+    assert mem.max_tokens == 102400  # memory.yaml default
+    mem.update(INTERACTIONS[:1])
+    mem.update(INTERACTIONS[1:])
+    assert mem.read().index("coriander") < mem.read().index("gym")
+    small = FullContextMemory(max_tokens=8)
+    small.update(INTERACTIONS)
+    assert count_tokens(small.read()) <= 8 and small.read().endswith("great.")  # oldest text dropped
+    small.reset()
+    assert small.read() == ""
+
+
+def test_rewrite_uses_llm_and_caps():
+    seen = []
+
+    def llm_script(messages, tools):
+        seen.append(messages[-1]["content"])
+        return "food: spicy noodles, no coriander " * 50
+
+    mem = create_memory("rewrite", max_tokens=10)
+    llm = ScriptedBackend(llm_script)
+    mem.update(INTERACTIONS, llm=llm)
+    assert "Dan Dan noodles" in seen[0] and "(empty)" in seen[0]
+    assert count_tokens(mem.read()) <= 10 and mem.read().startswith("food")
+    mem.update(INTERACTIONS[1:], llm=llm)
+    assert mem.read().strip()[:4] in seen[1]  # the previous memory is in the next prompt
+    assert llm.calls[0]["role"] == "memory"
+    with pytest.raises(ValueError, match="needs llm"):
+        RewriteMemory().update(INTERACTIONS)
+
+
+def _fake_embed(texts):
+    # 3-d bag of topics: food, hotel, other (unit vectors)
+    out = []
+    for t in texts:
+        t = t.lower()
+        v = [float("noodle" in t or "food" in t), float("hotel" in t or "gym" in t), 0.1]
+        n = sum(x * x for x in v) ** 0.5
+        out.append([x / n for x in v])
+    return out
+
+
+def test_rag_topk_threshold_and_keyword_fallback():
+    mem = RAGMemory(top_k=1, similarity_threshold=0.5, embed_fn=_fake_embed)
+    mem.update(INTERACTIONS)
+    assert len(mem.chunks) == 2
+    assert "gym" in mem.read("book a hotel") and "noodles" not in mem.read("book a hotel")
+    assert "noodles" in mem.read("order food")
+    # nothing above threshold -> keyword fallback on shared words
+    assert "coriander" in mem.read("anything with coriander?")
+    assert mem.read("zzz qqq") == ""
+    chunker = RAGMemory(chunk_size=4, chunk_overlap=1, embed_fn=_fake_embed)
+    chunks = chunker.chunk("one two three four five six seven eight")
+    assert len(chunks) >= 2 and all(count_tokens(c) <= 4 for c in chunks)
+    with pytest.raises(ValueError, match="chunk_overlap"):
+        RAGMemory(chunk_size=4, chunk_overlap=4)
+
+
+def test_rag_with_packaged_minilm():
+    mem = create_memory("rag")
+    assert (mem.top_k, mem.threshold, mem.chunk_size, mem.chunk_overlap) == (8, 0.3, 512, 0)  # memory.yaml
+    mem.update(
+        [
+            {"type": "note", "timestamp": "t", "content": "I always order spicy Sichuan noodles for lunch."},
+            {"type": "note", "timestamp": "t", "content": "My flights must be window seats, morning departures."},
+        ]
+    )
+    hit = mem.read("What noodles should I get for lunch?")
+    assert "Sichuan" in hit and "window" not in hit
+
+
+def test_memory_tools_and_dotted_class():
+    mem = create_memory("full_context")
+    mem.update(INTERACTIONS)
+    names = [t["function"]["name"] for t in mem.tool_schemas()]
+    assert names == ["read_preference_memory", "query_preference_memory"]
+    assert "coriander" in mem.call_tool("read_preference_memory", {})
+    with pytest.raises(ValueError, match="valid: read_preference_memory"):
+        mem.call_tool("write_memory", {})
+    sys.path.insert(0, str(Path(__file__).parent))
+    try:
+        user_mem = create_memory(memory_class="my_memory.KeywordMemory", keyword="spicy")
+    finally:
+        sys.path.pop(0)
+    user_mem.update(INTERACTIONS)
+    assert "extra spicy" in user_mem.read() and "gym" not in user_mem.read()
+
+
+def test_create_memory_errors():
+    with pytest.raises(ValueError, match="valid: \\['null', 'groundtruth'"):
+        create_memory("vector")
+    with pytest.raises(ValueError, match="exactly one"):
+        create_memory()
+    with pytest.raises(ValueError, match="not a BaseMemory subclass"):
+        create_memory(memory_class="json.JSONDecoder")
+    with pytest.raises(ValueError, match="unknown options"):
+        create_memory("null", top_k=3)

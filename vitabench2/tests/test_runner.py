@@ -1,0 +1,122 @@
+"""Orchestrator end to end with scripted back ends: memory updated between subtasks, system prompt contents,
+terminations, incremental results and resume after an interrupted run; `view` and `report` on the result."""
+
+import json
+
+import pytest
+
+from conftest import agent_one_call, judge_all, user_stop
+from vitabench2.backends import ScriptedBackend
+from vitabench2.cli import main
+from vitabench2.runner import RunConfig, Runner, read_records
+
+
+def make_runner(tmp_path, agent=agent_one_call, memory_type="full_context", **over):
+    over.setdefault("max_concurrency", 2)
+    config = RunConfig(output=str(tmp_path / "run"), memory_type=memory_type, **over)
+    backends = [ScriptedBackend(agent), ScriptedBackend(user_stop), ScriptedBackend(judge_all())]
+    return Runner(config, *backends), backends
+
+
+def test_run_sample_records_and_memory(tmp_path):
+    runner, (agent, user, judge) = make_runner(tmp_path, num_trials=2)
+    summary = runner.run()
+    records = read_records(runner.results_path)
+    assert len(records) == 5 * 2 and summary["metrics"]["avg@2"] == 1.0 and summary["metrics"]["pass^2"] == 1.0
+    by_key = {(r["subtask_id"], r["trial"]): r for r in records}
+    first, third = by_key[("U_SAMPLE_01_T1", 0)], by_key[("U_SAMPLE_01_T3", 0)]
+    # memory grows with the interactions revealed before each subtask, and is in the system prompt
+    assert (
+        "coriander" in first["memory_read"] and "spa" in third["memory_read"] and "gym matters" in third["memory_read"]
+    )
+    assert (
+        "## User Preference Memory" in third["messages"][0]["content"]
+        and "gym matters" in third["messages"][0]["content"]
+    )
+    assert first["messages"][1] == {"role": "user", "content": "Order me some lunch to the office."}  # verbatim turn 1
+    assert (
+        first["termination"] == "agent_stop"
+        and first["tokens"]["agent_completion"] > 0
+        and first["tokens"]["judge_prompt"] > 0
+    )
+    proactive = by_key[("U_SAMPLE_01_T2", 0)]["messages"][0]["content"]
+    assert "missing" in proactive and "missing" not in first["messages"][0]["content"]  # proactive policy variant
+    assert "2025-06-10 11:30:00 (Tuesday)" in first["messages"][0]["content"]  # clock + weekday
+    assert summary["usage_this_session"]["agent"]["calls"] == len(agent.calls)
+    assert all(c["latency_s"] >= 0 for c in agent.calls)
+
+
+def test_premature_terminations_score_zero(tmp_path):
+    def chatty(messages, tools):
+        return "Let me think about it."  # never stops; the user script stops on turn 2 unless steps run out
+
+    runner, (_, _, judge) = make_runner(tmp_path, agent=chatty, max_steps=2, users=["U_SAMPLE_02"])
+    runner.run()
+    recs = read_records(runner.results_path)
+    assert {r["termination"] for r in recs} == {"max_steps"} and all(r["reward"] == 0.0 for r in recs)
+    assert judge.calls == []  # premature termination: judge not called
+
+    def bad_tools(messages, tools):
+        return '<tool_call>{"name": "no_such_tool", "arguments": {}}</tool_call>'
+
+    runner, _ = make_runner(tmp_path / "b", agent=bad_tools, max_errors=3, users=["U_SAMPLE_02"])
+    runner.run()
+    recs = read_records(runner.results_path)
+    assert {r["termination"] for r in recs} == {"too_many_errors"} and recs[0]["num_errors"] == 3
+
+    runner, _ = make_runner(tmp_path / "c", agent=lambda m, t: "", users=["U_SAMPLE_02"])
+    runner.run()
+    assert {r["termination"] for r in read_records(runner.results_path)} == {"invalid_agent_message"}
+
+
+def test_resume_after_interruption(tmp_path):
+    calls = {"n": 0}
+
+    def flaky(messages, tools):
+        calls["n"] += 1
+        if calls["n"] == 5:  # dies in the middle of the 3rd subtask (2 agent calls per subtask)
+            raise KeyboardInterrupt("simulated crash")
+        return agent_one_call(messages, tools)
+
+    config = dict(num_trials=1, max_concurrency=1)
+    runner, _ = make_runner(tmp_path, agent=flaky, **config)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run()
+    done_before = read_records(runner.results_path)
+    assert len(done_before) == 2
+    with open(runner.results_path, "a") as f:
+        f.write('{"user_id": "U_SAMPLE_01", "truncated')  # a half-written line from the crash
+    runner2, (agent2, _, _) = make_runner(tmp_path, **config)
+    summary = runner2.run()
+    records = read_records(runner2.results_path)
+    keys = [(r["user_id"], r["subtask_id"], r["trial"]) for r in records]
+    assert len(keys) == len(set(keys)) == 5  # nothing redone, nothing lost
+    assert records[:2] == done_before  # finished lines untouched
+    assert len(agent2.calls) == 3 * 2  # only the 3 unfinished subtasks ran
+    resumed = next(r for r in records if r["subtask_id"] == "U_SAMPLE_01_T3")
+    assert "gym matters" in resumed["memory_read"] and "coriander" in resumed["memory_read"]  # memory replayed
+    assert summary["metrics"]["num_units"] == 5
+    runner3, (agent3, _, _) = make_runner(tmp_path, **config)
+    runner3.run()
+    assert agent3.calls == []  # complete run: nothing to do
+    runner4, _ = make_runner(tmp_path, memory_type="rag", **config)
+    with pytest.raises(ValueError, match="different settings.*memory_type"):
+        runner4.run()
+
+
+def test_view_and_report(tmp_path, capsys):
+    runner, _ = make_runner(tmp_path)
+    runner.run()
+    run_dir = str(tmp_path / "run")
+    main(["view", run_dir, "--subtask", "U_SAMPLE_02_T1"])
+    out = capsys.readouterr().out
+    assert "Get me a coffee." in out and "get_user_all_orders" in out and out.count("=== user") == 1
+    readme = tmp_path / "README.md"
+    readme.write_text("head\n<!-- vitabench2:report:start -->\nold\n<!-- vitabench2:report:end -->\ntail\n")
+    main(["report", run_dir, "--out", str(tmp_path / "rep"), "--readme", str(readme)])
+    text = readme.read_text()
+    assert "old" not in text and text.startswith("head") and text.endswith("tail\n")
+    assert "| transformers:smollm2-135m | Full Context | 5 x 1 | 1.000 | 1.000 | 1.000 |" in text
+    assert (tmp_path / "rep" / "memory_comparison.png").stat().st_size > 1000
+    assert (tmp_path / "rep" / "task_index_decline.png").exists()
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["judge_failures"] == 0
