@@ -1,0 +1,119 @@
+"""SDAR's knobs (`SDARConfig`, a `GRPOConfig`) and the environment/rollout settings (`EnvConfig`).
+
+Every default is the paper's, read from the official scripts `examples/sdar_trainer/run_alfworld_*.sh` and verl's
+`ppo_trainer.yaml` (papers/sdar.md section 4); the ALFWorld values are the defaults, other environments override them
+in `configs/*.yaml`. TRL fields are re-defaulted where verl-agent differs from TRL (trl-notes section 17).
+"""
+
+from dataclasses import dataclass, field
+
+from trl import GRPOConfig
+
+
+@dataclass
+class SDARConfig(GRPOConfig):
+    r"""
+    Configuration class for [`SDARTrainer`]: [`~trl.GRPOConfig`] plus SDAR's gated self-distillation term.
+
+    Parameters that SDAR adds:
+        sdar_coef (`float`, *optional*, defaults to `0.01`): lambda, weight of the SDAR term (sdar.md 2.7: "every
+            script sets 0.01"). `0` gives the GRPO baseline.
+        gate_beta (`float`, *optional*, defaults to `5.0`): beta of the gate sigmoid(beta * (l_T - sg(l_S)))
+            (sdar.md 2.6). `0` gives the GRPO+OPSD baseline (constant gate 0.5).
+        pg_loss_coef (`float`, *optional*, defaults to `1.0`): weight of the policy-gradient term; `0` gives the OPSD
+            baseline (sdar.md section 5).
+        invalid_action_penalty_coef (`float`, *optional*, defaults to `0.1`): subtracted from an invalid row's reward
+            (verl-agent `invalid_action_penalty_coef`; 0.01 on Search-QA).
+        skills_in_student_prompt (`bool`, *optional*, defaults to `False`): Skill-GRPO baseline: the student sees the
+            skills during training.
+        eval_with_skills (`bool`, *optional*, defaults to `False`): evaluate with skills in the prompt (the `*`
+            columns of Table 1: Skill-Prompt*, Skill-GRPO*).
+        skill_position (`str`, *optional*, defaults to `"legacy"`): where the privileged block goes: `legacy` before
+            the whole chat-templated prompt (SDAR's results), `user` right after the user header (AgentOPSD's fork).
+        micro_batch_rows (`int`, *optional*, defaults to `32`): turn-rows per forward/backward (verl-agent
+            `ppo_micro_batch_size_per_gpu`=32 on ALFWorld). A rollout is fitted to `steps_per_generation *
+            micro_batch_rows` rows.
+        row_padding (`str`, *optional*, defaults to `"zero"`): how short rollouts fill the row budget: `zero`
+            (padding rows carry no loss) or `duplicate` (random real rows repeated, verl-agent `adjust_batch`).
+    """
+
+    sdar_coef: float = field(default=0.01, metadata={"help": "lambda of the SDAR term. Paper: all scripts, 0.01."})
+    gate_beta: float = field(default=5.0, metadata={"help": "beta of the gap gate. Paper: all scripts, 5.0."})
+    pg_loss_coef: float = field(default=1.0, metadata={"help": "Policy-gradient weight; 0 = OPSD baseline."})
+    invalid_action_penalty_coef: float = field(
+        default=0.1, metadata={"help": "verl-agent invalid_action_penalty_coef: 0.1 ALFWorld/WebShop, 0.01 Search."}
+    )
+    skills_in_student_prompt: bool = field(default=False, metadata={"help": "Skill-GRPO baseline (sdar.md 5)."})
+    eval_with_skills: bool = field(default=False, metadata={"help": "Evaluate with skills (Table 1 `*` rows)."})
+    skill_position: str = field(default="legacy", metadata={"help": "legacy (SDAR) or user (AgentOPSD fork)."})
+    micro_batch_rows: int = field(default=32, metadata={"help": "Rows per forward. Paper: micro-batch 32 (ALFWorld)."})
+    row_padding: str = field(default="zero", metadata={"help": "zero (no loss) or duplicate (verl-agent)."})
+
+    # --- re-defaulted GRPOConfig fields (verl defaults kept by the paper, sdar.md 2.5 and section 4) ---
+    learning_rate: float = field(default=1e-6, metadata={"help": "actor.optim.lr=1e-6, constant."})
+    lr_scheduler_type: str = field(default="constant", metadata={"help": "verl: constant LR (HF default: linear)."})
+    weight_decay: float = field(default=0.01, metadata={"help": "verl actor.optim.weight_decay=0.01."})
+    max_grad_norm: float = field(default=1.0, metadata={"help": "verl actor.grad_clip=1.0."})
+    beta: float = field(default=0.01, metadata={"help": "kl_loss_coef: 0.01 ALFWorld/WebShop, 0.001 Search."})
+    use_bias_correction_kl: bool = field(default=False, metadata={"help": "verl low_var_kl (k3) has no IS weight."})
+    epsilon: float = field(default=0.2, metadata={"help": "clip_ratio_low=0.2."})
+    epsilon_high: float = field(default=0.2, metadata={"help": "clip_ratio_high=0.2."})
+    delta: float | None = field(default=3.0, metadata={"help": "verl dual clip clip_ratio_c=3.0 (trl-notes 6)."})
+    loss_type: str = field(default="bnpo", metadata={"help": "verl loss_agg_mode=token-mean per micro-batch."})
+    entropy_coef: float = field(default=0.001, metadata={"help": "verl actor.entropy_coeff=0.001."})
+    num_generations: int | None = field(default=8, metadata={"help": "env.rollout.n=8 (group size G)."})
+    max_completion_length: int | None = field(default=512, metadata={"help": "data.max_response_length=512."})
+    temperature: float = field(default=1.0, metadata={"help": "rollout temperature 1.0, top-p 1.0."})
+    vllm_importance_sampling_correction: bool = field(
+        default=False, metadata={"help": "The reference loss has no vLLM IS term (trl-notes 10)."}
+    )
+    logging_steps: float = field(default=1, metadata={"help": "Log every optimizer step."})
+    report_to: str | list[str] | None = field(default="none", metadata={"help": "W&B etc. are opt-in."})
+
+
+ENV_TO_PROMPT = {"alfworld": "alfworld", "webshop": "webshop", "search_qa": "search", "textrooms": "textrooms"}
+
+
+@dataclass
+class EnvConfig:
+    """Environment, rollout and evaluation settings (never part of `GRPOConfig`, style.md 2.1).
+
+    Args:
+        name (`str`): environment family (`alfworld`, `webshop`, `search_qa`, `textrooms`).
+        train_split / eval_split (`str`): task splits (ALFWorld `train` / `valid_seen`, WebShop `train` / `test`).
+        task_kwargs (`dict`): extra arguments of the family's task loader (e.g. a data path, `num_tasks`).
+        env_kwargs (`dict`): constructor arguments of the environment.
+        history_length (`int`): verl-agent `env.history_length` (2 ALFWorld/WebShop, 4 Search).
+        max_turns (`int`): verl-agent `env.max_steps` (50 ALFWorld, 15 WebShop, 4 Search).
+        max_prompt_length (`int`): `data.max_prompt_length` (2048 ALFWorld, 4096 WebShop/Search); longer prompts are
+            left-truncated and counted in `env/prompt_truncated_ratio`.
+        reward_scale (`float`): episode return = reward_scale * won (10 ALFWorld/WebShop, 1 Search; sdar.md 2.3).
+        num_workers (`int`): environment processes (`0` = in-process).
+        step_timeout (`float`): seconds before a hung environment is killed and its episode marked failed.
+        eval_episodes (`int`): fixed panel size (the first N tasks of `eval_split`; sdar.md 8 item 4).
+        eval_temperature (`float`): 0.4 sampled on ALFWorld/WebShop, 0 (greedy) on Search (sdar.md 6).
+        eval_seeds (`list[int]`): evaluation seeds; each gives one pass over the panel.
+        eval_every (`int`): evaluate every this many rollouts during training (`trainer.test_freq`=5); 0 = off.
+        seed_offset_eval (`int`): validation seeds are offset like verl-agent's `seed + 1000`.
+    """
+
+    name: str = "alfworld"
+    train_split: str = "train"
+    eval_split: str = "valid_seen"
+    task_kwargs: dict = field(default_factory=dict)
+    env_kwargs: dict = field(default_factory=dict)
+    history_length: int = 2
+    max_turns: int = 50
+    max_prompt_length: int = 2048
+    reward_scale: float = 10.0
+    num_workers: int = 1
+    step_timeout: float = 60.0
+    eval_episodes: int = 128
+    eval_temperature: float = 0.4
+    eval_seeds: list[int] = field(default_factory=lambda: [0])
+    eval_every: int = 5
+    seed_offset_eval: int = 1000
+
+    def __post_init__(self):
+        if self.name not in ENV_TO_PROMPT:
+            raise ValueError(f"Unknown env.name {self.name!r}; valid names: {', '.join(ENV_TO_PROMPT)}.")

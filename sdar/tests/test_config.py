@@ -1,0 +1,95 @@
+"""Every shipped YAML loads; paper defaults are pinned one by one; unknown keys are rejected with the valid names."""
+
+from importlib.resources import files
+
+import pytest
+
+from agentrl_shared.config import ConfigError
+from sdar.cli import load
+from sdar.config import EnvConfig, SDARConfig
+
+
+@pytest.fixture(autouse=True)
+def data_locations(monkeypatch, tmp_path):
+    for var in ("ALFWORLD_DATA", "WEBSHOP_DATA", "SEARCH_QA_DATA"):
+        monkeypatch.setenv(var, str(tmp_path / var.lower()))
+
+
+CONFIGS = sorted(
+    p.name.removesuffix(".yaml") for p in (files("sdar") / "configs").iterdir() if p.name.endswith(".yaml")
+)
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_every_config_loads(name):
+    # paper configs ask for bf16 on GPUs; `use_cpu` lets GRPOConfig validate them on this CPU-only machine
+    cfg = load(name, ["trainer.use_cpu=true"] if name.endswith("_paper") else [])
+    assert isinstance(cfg["trainer"], SDARConfig) and isinstance(cfg["env"], EnvConfig)
+    # the row budget must hold every group on one rank
+    t = cfg["trainer"]
+    assert (t.per_device_train_batch_size * t.steps_per_generation) % t.num_generations == 0
+
+
+def test_paper_defaults_pinned():
+    args = SDARConfig(output_dir="/tmp/x", use_cpu=True)
+    assert args.sdar_coef == 0.01  # every official script
+    assert args.gate_beta == 5.0
+    assert args.pg_loss_coef == 1.0
+    assert args.invalid_action_penalty_coef == 0.1
+    assert args.learning_rate == 1e-6
+    assert args.lr_scheduler_type == "constant"
+    assert args.weight_decay == 0.01
+    assert args.max_grad_norm == 1.0
+    assert args.beta == 0.01
+    assert args.use_bias_correction_kl is False
+    assert args.epsilon == 0.2 and args.epsilon_high == 0.2
+    assert args.delta == 3.0
+    assert args.loss_type == "bnpo"
+    assert args.entropy_coef == 0.001
+    assert args.num_generations == 8
+    assert args.max_completion_length == 512
+    assert args.temperature == 1.0
+    assert args.num_iterations == 1
+    assert args.skill_position == "legacy"
+    env = EnvConfig()
+    assert (env.history_length, env.max_turns, env.max_prompt_length, env.reward_scale) == (2, 50, 2048, 10.0)
+    assert (env.eval_temperature, env.eval_every, env.seed_offset_eval) == (0.4, 5, 1000)
+
+
+def test_paper_configs_match_the_official_scripts():
+    search = load("search_qwen2.5-3b_paper", ["trainer.use_cpu=true"])
+    assert search["trainer"].beta == 0.001 and search["trainer"].invalid_action_penalty_coef == 0.01
+    assert (search["env"].history_length, search["env"].max_turns, search["env"].eval_temperature) == (4, 4, 0.0)
+    webshop = load("webshop_qwen2.5-3b_paper", ["trainer.use_cpu=true"])
+    assert webshop["env"].max_turns == 15 and webshop["env"].max_prompt_length == 4096
+
+
+def test_unknown_key_lists_valid_keys():
+    with pytest.raises(ConfigError, match=r"Unknown SDARConfig key 'sdar_cof'.*Did you mean sdar_coef.*Valid"):
+        load("smoke", ["trainer.sdar_cof=0.1"])
+    with pytest.raises(ConfigError, match="Unknown section 'trainr'"):
+        load("smoke", ["trainr.sdar_coef=0.1"])
+    with pytest.raises(ConfigError, match="Unknown key 'nonsense'"):
+        load("smoke", ["nonsense=1"])
+
+
+def test_override_precedence_and_bare_keys():
+    cfg = load("smoke", ["sdar_coef=0.5", "env.max_turns=7"])
+    assert cfg["trainer"].sdar_coef == 0.5 and cfg["env"].max_turns == 7
+    assert cfg["trainer"].learning_rate == 0.01  # from smoke.yaml, over the paper default
+
+
+def test_unknown_config_name_lists_shipped_configs():
+    with pytest.raises(ConfigError, match="smoke"):
+        load("no_such_config", [])
+
+
+def test_unknown_env_name():
+    with pytest.raises(ValueError, match="valid names: alfworld"):
+        load("smoke", ["env.name=sokoban"])
+
+
+def test_paper_config_without_data_location_names_the_variable(monkeypatch):
+    monkeypatch.delenv("WEBSHOP_DATA")
+    with pytest.raises(ConfigError, match="needs the environment variable.*WEBSHOP_DATA"):
+        load("webshop_qwen2.5-3b_paper", [])

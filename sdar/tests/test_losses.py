@@ -1,0 +1,118 @@
+"""SDAR's equations against hand-computed values and naive loops (papers/sdar.md 2.3, 2.4, 2.6)."""
+
+import math
+
+import pytest
+import torch
+
+from sdar.losses import gate_statistics, gated_distillation_loss, grpo_row_advantages, row_rewards
+
+
+def sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x))
+
+
+def test_gated_distillation_loss_hand_computed():
+    student = torch.tensor([[-1.0, -2.0, -0.5]])
+    teacher = torch.tensor([[-0.5, -3.0, -0.5]])
+    mask = torch.tensor([[1, 1, 0]])
+    # token 1: gap 0.5, g = sig(2.5); token 2: gap -1, g = sig(-5); token 3 masked
+    expected = (sigmoid(2.5) * 0.5 + sigmoid(-5.0) * -1.0) / 2
+    got = gated_distillation_loss(student, teacher, mask, gate_beta=5.0)
+    assert got.item() == pytest.approx(expected, rel=1e-6)
+
+
+def test_gated_distillation_loss_matches_naive_loop():
+    torch.manual_seed(0)
+    B, T = 3, 7
+    student = -torch.rand(B, T) * 3
+    teacher = -torch.rand(B, T) * 3
+    mask = (torch.rand(B, T) > 0.3).long()
+    num, den = 0.0, 0
+    for b in range(B):
+        for t in range(T):
+            if mask[b, t]:
+                gap = teacher[b, t].item() - student[b, t].item()
+                num += sigmoid(2.0 * gap) * gap
+                den += 1
+    got = gated_distillation_loss(student, teacher, mask, gate_beta=2.0)
+    assert got.item() == pytest.approx(num / den, rel=1e-5)
+
+
+def test_gated_distillation_gradient_flows_only_through_student_with_detached_gate():
+    student = torch.tensor([[-1.0, -2.0]], requires_grad=True)
+    teacher = torch.tensor([[-0.5, -3.0]], requires_grad=True)
+    mask = torch.ones(1, 2)
+    gated_distillation_loss(student, teacher, mask, gate_beta=5.0).backward()
+    # d/dl_S of mean(g * (l_T - l_S)) with g constant = -g / n
+    expected = torch.tensor([[-sigmoid(2.5) / 2, -sigmoid(-5.0) / 2]])
+    assert torch.allclose(student.grad, expected, atol=1e-7)
+    assert teacher.grad is None or torch.all(teacher.grad == 0)
+
+
+def test_gate_beta_zero_is_uniform_half_weight():
+    student = torch.tensor([[-1.0, -4.0]])
+    teacher = torch.tensor([[-2.0, -1.0]])
+    got = gated_distillation_loss(student, teacher, torch.ones(1, 2), gate_beta=0.0)
+    assert got.item() == pytest.approx(0.5 * ((-1.0) + 3.0) / 2)
+
+
+def test_gated_distillation_all_masked_is_zero():
+    got = gated_distillation_loss(torch.zeros(2, 3), torch.ones(2, 3), torch.zeros(2, 3), gate_beta=5.0)
+    assert got.item() == 0.0
+
+
+def test_grpo_row_advantages_hand_computed():
+    rewards = torch.tensor([10.0, 0.0, 10.0, 0.0, 5.0])
+    groups = torch.tensor([0, 0, 0, 0, 1])
+    adv = grpo_row_advantages(rewards, groups)
+    std = math.sqrt(sum((r - 5.0) ** 2 for r in [10, 0, 10, 0]) / 3)  # unbiased
+    assert adv[:4].tolist() == pytest.approx([5 / (std + 1e-6), -5 / (std + 1e-6)] * 2)
+    assert adv[4].item() == pytest.approx(5.0 / (1.0 + 1e-6))  # single-row group: mean 0, std 1
+
+
+def test_grpo_row_advantages_matches_naive_loop():
+    torch.manual_seed(1)
+    rewards = torch.randn(20)
+    groups = torch.randint(0, 4, (20,))
+    adv = grpo_row_advantages(rewards, groups)
+    for i in range(20):
+        members = [rewards[j].item() for j in range(20) if groups[j] == groups[i]]
+        if len(members) == 1:
+            mean, std = 0.0, 1.0
+        else:
+            mean = sum(members) / len(members)
+            std = math.sqrt(sum((m - mean) ** 2 for m in members) / (len(members) - 1))
+        assert adv[i].item() == pytest.approx((rewards[i].item() - mean) / (std + 1e-6), rel=1e-5, abs=1e-6)
+
+
+def test_grpo_row_advantages_all_equal_rewards_are_zero():
+    adv = grpo_row_advantages(torch.full((6,), 10.0), torch.tensor([0, 0, 0, 1, 1, 1]))
+    assert torch.all(adv == 0)
+
+
+def test_row_rewards_penalise_only_invalid_rows():
+    got = row_rewards(torch.tensor([10.0, 10.0, 0.0]), torch.tensor([True, False, False]), penalty_coef=0.1)
+    assert got.tolist() == pytest.approx([10.0, 9.9, -0.1])
+
+
+def test_gate_statistics():
+    stats = gate_statistics(torch.tensor([[-1.0, -1.0, 0.0]]), torch.tensor([[0.0, -2.0, 5.0]]),
+                            torch.tensor([[1, 1, 0]]), gate_beta=5.0)  # fmt: skip
+    assert stats["gate_mean"] == pytest.approx((sigmoid(5.0) + sigmoid(-5.0)) / 2)
+    assert stats["gate_active_ratio"] == pytest.approx(0.5)
+    assert stats["teacher_gap_mean"] == pytest.approx(0.0)
+
+
+def test_dual_clip_equals_trl_delta():
+    """verl's dual clip (c = 3) equals TRL's ratio cap `delta=3` for the clipped surrogate (trl-notes 6)."""
+    eps, c = 0.2, 3.0
+    for ratio in [0.1, 0.9, 1.0, 1.5, 2.9, 3.5, 10.0]:
+        for adv in [-2.0, -0.5, 0.5, 2.0]:
+            # verl: pg = max(-A r, -A clip(r)); for A < 0 also min(pg, -A c)
+            pg = max(-adv * ratio, -adv * min(max(ratio, 1 - eps), 1 + eps))
+            if adv < 0:
+                pg = min(pg, -adv * c)
+            # TRL: coef_1 = min(r, delta); loss = -min(coef_1 A, clip(r) A)
+            trl = -min(min(ratio, c) * adv, min(max(ratio, 1 - eps), 1 + eps) * adv)
+            assert trl == pytest.approx(pg)

@@ -1,0 +1,61 @@
+"""README report helpers: generated blocks between markers, mean +- std cells, learning-curve PNGs.
+
+Every number a package README shows is produced here from result files (architecture.md, "The reproduction report");
+`make report` rewrites only the text between `<!-- NAME:start -->` and `<!-- NAME:end -->`.
+"""
+
+import statistics
+from pathlib import Path
+
+
+def replace_block(text: str, name: str, block: str) -> str:
+    """Replace the text between the `name` markers; the markers must exist."""
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    if start not in text or end not in text:
+        raise ValueError(f"README has no {start} ... {end} markers to fill.")
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{start}\n{block.rstrip()}\n{end}{tail}"
+
+
+def mean_std(values: list[float], scale: float = 100.0) -> str:
+    """`m +- s (n seeds)` in percent by default; `not run` for an empty list."""
+    if not values:
+        return "not run"
+    m = statistics.fmean(values) * scale
+    s = statistics.stdev(values) * scale if len(values) > 1 else 0.0
+    return f"{m:.1f} +- {s:.1f} ({len(values)} seed{'s' if len(values) > 1 else ''})"
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def plot_curves(series: dict[str, list[list[tuple[float, float]]]], path: Path, xlabel: str, ylabel: str, title: str):
+    """One line per method (mean over seeds, shaded min-max); `series[method]` is a list of per-seed (x, y) lists."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for method, runs in series.items():
+        xs = sorted({x for run in runs for x, _ in run})
+        if not xs:
+            continue
+        ys = [[y for run in runs for x2, y in run if x2 == x] for x in xs]
+        mean = [statistics.fmean(v) for v in ys]
+        ax.plot(xs, mean, marker="o", label=f"{method} (n={len(runs)})")
+        if len(runs) > 1:
+            ax.fill_between(xs, [min(v) for v in ys], [max(v) for v in ys], alpha=0.2)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
