@@ -28,20 +28,33 @@ setup:  ## install uv if missing, sync the locked environment, build the offline
 check-paper:
 	@case " $(PAPERS) " in *" $(PAPER) "*) ;; *) echo "Unknown PAPER=$(PAPER); valid: $(PAPERS)"; exit 2;; esac
 
+TEST_DIRS := shared/tests sdar/tests vad/tests vitabench2/tests
+
+# one pytest process per package: each package's tests stand alone, as they would in a copied package
 test: setup  ## run the offline test suite (no GPU, no network)
-	$(RUN) pytest -q
+	@set -e; for d in $(TEST_DIRS); do echo "== pytest $$d"; $(RUN) pytest -q $$d; done
 
 test-slow: setup  ## also run the slow tests (minutes)
-	$(RUN) pytest -q -m "not gpu"
+	@set -e; for d in $(TEST_DIRS); do echo "== pytest $$d"; $(RUN) pytest -q -m "not gpu" $$d; done
+
+# each package's reproduce and report commands (vitabench2 is a harness: its "reproduce" is the offline sample run)
+REPRODUCE_sdar = sdar reproduce --scale $(SCALE) --seeds $(SEEDS)
+REPRODUCE_vad = vad reproduce --scale $(SCALE)
+REPRODUCE_vitabench2 = vitabench2 run --agent transformers:smollm2-135m --memory-type full_context --trials 1 \
+	--max-steps 4 --max-new-tokens 32 --max-input-tokens 1024 --output vitabench2/results/smollm2_full_context
+REPORT_sdar = sdar report
+REPORT_vad = vad report
+REPORT_vitabench2 = vitabench2 report vitabench2/results/smollm2_full_context vitabench2/results/smollm2_rag \
+	--readme vitabench2/README.md
 
 reproduce: check-paper setup  ## run a paper's plan: PAPER=sdar SCALE=cpu|paper SEEDS=0[,1,...]
-	$(RUN) $(PAPER) reproduce --scale $(SCALE) --seeds $(SEEDS)
+	$(RUN) $(REPRODUCE_$(PAPER))
 
 eval: check-paper setup  ## evaluate a config: PAPER=sdar CONFIG=<name> [ARGS="model.name_or_path=..."]
 	$(RUN) $(PAPER) eval --config $(CONFIG) $(ARGS)
 
 report: check-paper setup  ## regenerate a paper's README results table and curves from result files
-	$(RUN) $(PAPER) report
+	$(RUN) $(REPORT_$(PAPER))
 
 bench: setup  ## side-by-side speed ratios; writes bench-results.json
 	$(RUN) python -m sdar.bench

@@ -1,0 +1,37 @@
+"""Offline builders: the exact Qwen tokenizer (ids, specials, tool parsing) and the tiny Qwen3; SmolLM2 is slow."""
+
+import pytest
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from agentrl_shared.models import model_path, qwen_tokenizer, smollm2_135m, tiny_qwen3
+
+
+def test_qwen_tokenizer_matches_qwen():
+    tok = qwen_tokenizer()
+    assert len(tok) == 151669
+    assert tok("Hello, world!").input_ids == [9707, 11, 1879, 0]
+    ids = tok.convert_tokens_to_ids(["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"])
+    assert ids == [151643, 151644, 151645, 151667, 151668]
+    text = "def f(x):\n    return x ** 2  # 平方\n\n"
+    assert tok.decode(tok(text).input_ids) == text
+    parsed = tok.parse_response('<tool_call>\n{"name": "act", "arguments": {"a": 1}}\n</tool_call><|im_end|>', prefix="")
+    assert parsed["tool_calls"][0]["function"] == {"name": "act", "arguments": {"a": 1}}
+
+
+def test_tiny_qwen3_builds_once_and_loads():
+    path = tiny_qwen3()
+    assert tiny_qwen3() == path and model_path("tiny-qwen3") == str(path)
+    model = AutoModelForCausalLM.from_pretrained(path)
+    tok = AutoTokenizer.from_pretrained(path)
+    assert model.config.vocab_size == len(tok) and model.generation_config.eos_token_id == tok.eos_token_id
+
+
+@pytest.mark.slow
+def test_smollm2_answers_like_smollm2():
+    path = smollm2_135m()
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path)
+    prompt = tok.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}],
+                                     tokenize=False, add_generation_prompt=True)  # fmt: skip
+    out = model.generate(**tok(prompt, return_tensors="pt"), max_new_tokens=12, do_sample=False)
+    assert "Paris" in tok.decode(out[0])
