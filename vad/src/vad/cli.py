@@ -87,8 +87,9 @@ def write_json(path: Path, obj: dict) -> None:
 # --------------------------------------------------------------------------------------------------- commands
 
 
-def train(resolved: dict):
-    """Build the dataset, the processor and [`VADTrainer`], train, and write the log history; returns the trainer."""
+def train(resolved: dict, trainer_cls: type | None = None):
+    """Build the dataset, the processor and [`VADTrainer`] (or `trainer_cls`, a subclass: the bench's timed one),
+    train, and write the log history; returns the trainer."""
     from datasets import Dataset
     from transformers import AutoProcessor
 
@@ -104,7 +105,7 @@ def train(resolved: dict):
     processor = AutoProcessor.from_pretrained(path, padding_side="left")
     dataset = Dataset.from_list(train_rows(resolved["data"]))
     # The exact-match reward is logged as training accuracy; only target=grpo optimises it (spec 5).
-    trainer = VADTrainer(
+    trainer = (trainer_cls or VADTrainer)(
         path, reward_funcs=[choice_accuracy_reward], args=args, train_dataset=dataset, processing_class=processor
     )
     trainer.train()
