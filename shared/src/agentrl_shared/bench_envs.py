@@ -42,7 +42,7 @@ def _setups(tmp: Path) -> dict:
 
         alfworld.write_synthetic_games(tmp / "alfworld", "train", n_games=2)
         setups["alfworld"] = (
-            functools.partial(make_env, "alfworld", max_steps=10**6),
+            functools.partial(make_env, "alfworld", max_steps=10**6, expert_type="none"),  # as in training
             alfworld.load_tasks("train", tmp / "alfworld"),
             lambda s: s.info["admissible_actions"][0],
         )

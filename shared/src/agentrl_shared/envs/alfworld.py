@@ -2,15 +2,19 @@
 
 Games are read from the official layout `$ALFWORLD_DATA/json_2.1.1/<split>/<task>-<obj>-<mrecep>-<recep>-<scene>/
 <trial>/` (alfworld `AlfredTWEnv.collect_game_files`); each game is played with alfworld's own wrappers
-(`AlfredDemangler`, `AlfredInfos`, `AlfredExpert`), so observations and admissible actions come from the engine
-(alfworld 0.4: "move X to Y"). Reward is `success_reward * won` (verl-agent `alfworld/envs.py` `compute_reward`: 10),
+(`AlfredDemangler`, `AlfredInfos`, and `AlfredExpert` for the hand-coded expert), so observations and admissible
+actions come from the engine and the game's own grammar (alfworld 0.4 logic says "move X to Y"; the shared real games
+were built with older logic that says "put X in/on Y"). `info["expert_plan"]` is, by default, a plan computed from the
+game's PDDL state and goal that wins every game (`expert_plan`). Reward is `success_reward * won` (verl-agent `alfworld/envs.py` `compute_reward`: 10),
 episodes stop after `max_steps` (50, verl-agent `env.max_steps`). The task type comes from the game path
 (SDAR section 6.1: per-type success). `write_synthetic_games` makes small games in the same layout (design/stack.md 4.2).
 """
 
+import itertools
 import json
 import os
 import random
+import re
 from pathlib import Path
 
 from .base import Step
@@ -33,7 +37,7 @@ SPLITS = {
     "eval_in_distribution": "valid_seen",
     "eval_out_of_distribution": "valid_unseen",
 }
-EXPERT_TYPES = ("handcoded", "none")
+EXPERT_TYPES = ("plan", "handcoded", "none")
 EXTRA_HINT = (
     "ALFWorld needs the `alfworld` extra: `uv sync --extra alfworld` (or `pip install 'agentrl-shared[alfworld]'`)."
 )
@@ -179,22 +183,199 @@ def load_tasks(
     return tasks
 
 
+# ----------------------------------------------------------------------------------------------------------------
+# Expert plan from the engine's PDDL state (`expert_type="plan"`).
+# alfworld's two experts do not give a plan that always wins: the hand-coded one (`AlfredExpert`, HANDCODED) searches
+# receptacles by heuristics (alfworld-generate lets it take up to 200 steps; on the 60 shared games about half are won
+# within 50), and the PDDL planner one (PLANNER: fast-downward `replan` on every step) does not return within minutes
+# on kitchen games (e.g. the clean tasks). The plan below is computed from the same privileged information those
+# experts read (the game's PDDL facts and goal) with the domain's own action preconditions (alfred.pddl: GotoLocation,
+# OpenObject, PickupObject, PutObject, Heat/Cool/CleanObject, ToggleObject) and the grammar's command templates.
+# ----------------------------------------------------------------------------------------------------------------
+
+_DEVICES = {"hot": ("microwavetype",), "cool": ("fridgetype",), "clean": ("sinkbasintype", "sinktype")}
+_PROPS = {"ishot": "hot", "iscool": "cool", "isclean": "clean"}
+# Command templates of the alfred domain's actions in alfworld 0.4's grammar; a game's own grammar overrides them
+# (`command_templates`): games built with older alfworld logic, like the shared real games, say "put {o} in/on {r}".
+TEMPLATES = {
+    "OpenObject": "open {r}",
+    "PickupObject": "take {o} from {r}",
+    "PutObject": "move {o} to {r}",
+    "HeatObject": "heat {o} with {r}",
+    "CoolObject": "cool {o} with {r}",
+    "CleanObject": "clean {o} with {r}",
+    "ToggleObject": "use {o}",
+}
+_VERBS = {"hot": "HeatObject", "cool": "CoolObject", "clean": "CleanObject"}
+
+
+def command_templates(grammar: str) -> dict[str, str]:
+    """The command template of each action in a TextWorld grammar (`action PutObject { template :: "..."`), over
+    `TEMPLATES`. Moving is always "go to {r}" (as textworld's PDDL planner writes it)."""
+    found = dict(re.findall(r'action\s+(\w+)\s*\{\s*template\s*::\s*"([^"]*)"', grammar))
+    return {name: found.get(name, default) for name, default in TEMPLATES.items()}
+
+
+def parse_goal(pddl_problem: str) -> dict:
+    """The goal of an ALFWorld PDDL problem (alfworld `goal_library` forms): `obj` and `recep` types (lower case,
+    e.g. `appletype`), `toggle` (look tasks), `prop` (`hot`, `cool`, `clean` or None) and `count` (1, or 2 for pick2)."""
+    goal = pddl_problem[pddl_problem.lower().index("(:goal") :]
+    var_types = {v.lower(): t.lower() for v, t in re.findall(r"\(objectType\s+(\?\w+)\s+(\w+)\)", goal, re.I)}
+    receps = [t.lower() for t in re.findall(r"\(receptacleType\s+\?\w+\s+(\w+)\)", goal, re.I)]
+    toggled = re.findall(r"\(isToggled\s+(\?\w+)\)", goal, re.I)
+    toggle = var_types.pop(toggled[0].lower()) if toggled else None
+    props = [_PROPS[p.lower()] for p in re.findall(r"\((isHot|isCool|isClean)\s+\?\w+\)", goal, re.I)]
+    objs = sorted(set(var_types.values()))
+    if len(objs) != 1:
+        raise ValueError(f"Unsupported ALFWorld goal (object types {objs}): {goal[:300]!r}")
+    return {
+        "obj": objs[0],
+        "recep": receps[0] if receps and not toggle else None,
+        "toggle": toggle,
+        "prop": props[0] if props else None,
+        "count": 2 if len(var_types) > 1 else 1,
+    }
+
+
+class _World:
+    """The facts of a game state that the plan needs, with entity names as they appear in commands."""
+
+    def __init__(self, facts):
+        rel: dict[str, list[tuple[str, ...]]] = {}
+        for fact in facts:
+            rel.setdefault(fact.name.lower(), []).append(tuple(v.name.strip() for v in fact.arguments))
+        one = lambda name: {a[0] for a in rel.get(name, [])}  # noqa: E731
+        self.agent_loc = next(iter(a[1] for a in rel.get("atlocation", [])), None)
+        self.recep_loc = {r: loc for r, loc in rel.get("receptacleatlocation", [])}
+        self.in_recep = {o: r for o, r in rel.get("inreceptacle", [])}
+        self.otype = {o: t.lower() for o, t in rel.get("objecttype", [])}
+        self.rtype = {r: t.lower() for r, t in rel.get("receptacletype", [])}
+        self.can_contain = {(rt.lower(), ot.lower()) for rt, ot in rel.get("cancontain", [])}
+        self.openable, self.opened, self.pickupable, self.toggleable = (
+            one(n) for n in ("openable", "opened", "pickupable", "toggleable")
+        )
+        self.able = {"hot": one("heatable"), "cool": one("coolable"), "clean": one("cleanable")}
+        self.has = {"hot": one("ishot"), "cool": one("iscool"), "clean": one("isclean")}
+        self.held = next(iter(a[1] for a in rel.get("holds", [])), None)
+
+    def fits(self, o: str, r: str) -> bool:
+        return (self.rtype.get(r), self.otype.get(o)) in self.can_contain
+
+
+class _Plan:
+    """A command list under construction, tracking where the agent is, what it holds and what is open."""
+
+    def __init__(self, w: _World, templates: dict[str, str]):
+        self.w, self.cmds, self.loc, self.held, self.opened = w, [], w.agent_loc, w.held, set(w.opened)
+        self.in_recep, self.templates = dict(w.in_recep), templates
+
+    def do(self, action: str, **names: str) -> None:
+        self.cmds.append(self.templates[action].format(**names))
+
+    def go(self, r: str) -> None:
+        if self.loc != self.w.recep_loc[r]:
+            self.cmds.append(f"go to {r}")
+            self.loc = self.w.recep_loc[r]
+
+    def reach(self, r: str) -> None:
+        self.go(r)
+        if r in self.w.openable and r not in self.opened:
+            self.do("OpenObject", r=r)
+            self.opened.add(r)
+
+    def take(self, o: str) -> None:
+        r = self.in_recep.pop(o)
+        self.reach(r)
+        self.do("PickupObject", o=o, r=r)
+        self.held = o
+
+    def put(self, r: str) -> None:
+        self.reach(r)
+        self.do("PutObject", o=self.held, r=r)
+        self.in_recep[self.held], self.held = r, None
+
+    def free_hands(self, keep: str | None = None) -> None:
+        """Put down a held object that the goal does not use, in the nearest receptacle that can contain it."""
+        if self.held is None or self.held == keep:
+            return
+        spots = [r for r in sorted(self.w.recep_loc) if self.w.fits(self.held, r)]
+        spots.sort(key=lambda r: (self.w.recep_loc[r] != self.loc, r in self.w.openable and r not in self.opened))
+        self.put(spots[0])
+
+    def treat(self, o: str, prop: str | None) -> None:
+        if prop is None or o in self.w.has[prop]:
+            return
+        types = _DEVICES[prop]
+        devices = sorted(
+            (r for r, t in self.w.rtype.items() if t in types and r in self.w.recep_loc),
+            key=lambda r: (types.index(self.w.rtype[r]), self.w.recep_loc[r] != self.loc, r),
+        )
+        self.go(devices[0])
+        self.do(_VERBS[prop], o=o, r=devices[0])
+
+
+def expert_plan(facts, goal: dict, templates: dict[str, str] | None = None) -> list[str]:
+    """The shortest plan (in commands) among the task's candidate objects, target receptacles and their orders,
+    from the current game state to the goal; `[]` when the goal holds or no candidate can reach it."""
+    w, templates = _World(facts), templates or TEMPLATES
+    obj, prop = goal["obj"], goal["prop"]
+    objs = sorted(o for o, t in w.otype.items() if t == obj and o in w.pickupable and (o in w.in_recep or o == w.held))
+    if prop is not None:
+        objs = [o for o in objs if o in w.able[prop]]
+    plans = []
+    if goal["toggle"] is not None:  # look: hold the object at the location of a (turned on) lamp
+        lamps = sorted(o for o, t in w.otype.items() if t == goal["toggle"] and o in w.toggleable and o in w.in_recep)
+        for o in objs:
+            for lamp in lamps:
+                p = _Plan(w, templates)
+                if p.held != o:
+                    p.free_hands()
+                    p.take(o)
+                p.go(p.in_recep[lamp])
+                p.do("ToggleObject", o=lamp)
+                plans.append(p.cmds)
+    else:
+        targets = sorted(r for r, t in w.rtype.items() if t == goal["recep"] and r in w.recep_loc)
+        for r in targets:
+            done = [o for o in objs if w.in_recep.get(o) == r and (prop is None or o in w.has[prop])]
+            need = goal["count"] - len(done)
+            if need <= 0:
+                return []
+            todo = [o for o in objs if o not in done and w.fits(o, r)]
+            for order in itertools.permutations(todo, need):
+                p = _Plan(w, templates)
+                p.free_hands(keep=order[0])
+                for o in order:
+                    if p.held != o:
+                        p.free_hands()
+                        p.take(o)
+                    p.treat(o, prop)
+                    p.put(r)
+                plans.append(p.cmds)
+    return min(plans, key=len) if plans else []
+
+
 class AlfworldEnv:
     """One ALFWorld game at a time, played by the real TextWorld PDDL engine with alfworld's wrappers.
 
     Args:
         max_steps (`int`, *optional*, defaults to `50`): episode length limit (verl-agent `env.max_steps`).
         success_reward (`float`, *optional*, defaults to `10.0`): reward on the step that wins (verl-agent 10·won).
-        expert_type (`str`, *optional*, defaults to `"handcoded"`): `handcoded` (alfworld's scripted expert: the next
-            action in `info["expert_plan"]`, `["look"]` at reset as in alfworld) or `none` (skip it; faster).
+        expert_type (`str`, *optional*, defaults to `"plan"`): what `info["expert_plan"]` holds. `plan`: the whole
+            remaining plan to the goal, recomputed on every step from the engine's PDDL facts (`expert_plan`; it wins
+            every game it is played on from its start state); `handcoded`: alfworld's `AlfredExpert(HANDCODED)`, the
+            next action of its heuristic searcher (`["look"]` at reset, as in alfworld; not guaranteed to win);
+            `none`: no expert (`[]`; fastest).
     """
 
-    def __init__(self, max_steps: int = 50, success_reward: float = 10.0, expert_type: str = "handcoded"):
+    def __init__(self, max_steps: int = 50, success_reward: float = 10.0, expert_type: str = "plan"):
         if expert_type not in EXPERT_TYPES:
             raise ValueError(f"Unknown ALFWorld expert_type {expert_type!r}; valid: {', '.join(EXPERT_TYPES)}.")
         self.max_steps, self.success_reward, self.expert_type = max_steps, success_reward, expert_type
         self._env = None
         self._gamefile = None
+        self._goal: dict = {}
+        self._templates: dict[str, str] = dict(TEMPLATES)
         self._task: dict = {}
         self._steps = 0
         self._done = True
@@ -202,15 +383,22 @@ class AlfworldEnv:
 
     def _load(self, gamefile: str) -> None:
         textworld, tw_env, _ = _engine()
+        # alfworld `AlfredTWEnv.init_env`: these EnvInfos and wrappers, in this order (evaluation: no shuffling).
         infos = textworld.EnvInfos(won=True, admissible_commands=True, score=True, max_score=True, extras=["gamefile"])
         wrappers = [tw_env.AlfredDemangler(shuffle=False), tw_env.AlfredInfos]
-        if self.expert_type != "none":
+        if self.expert_type == "handcoded":
             infos.extras.append("expert_plan")
-            wrappers.append(tw_env.AlfredExpert(self.expert_type))
+            # keyword: `AlfredExpert(expert_type)` would pass the type as the wrapped env (alfworld's signature is
+            # `AlfredExpert(env=None, expert_type=HANDCODED)`).
+            wrappers.append(tw_env.AlfredExpert(expert_type=tw_env.AlfredExpertType.HANDCODED))
+        elif self.expert_type == "plan":
+            infos.facts = True  # the PDDL state, as AlfredExpert requests it for its hand-coded expert
         if self._env is not None:
             self._env.close()
         self._env = textworld.start(gamefile, infos, wrappers=wrappers)
         self._gamefile = gamefile
+        game = json.loads(Path(gamefile).read_text())
+        self._goal, self._templates = parse_goal(game["pddl_problem"]), command_templates(game["grammar"])
 
     def _step_from(self, state, reward: float, done: bool) -> Step:
         won = bool(state["won"])
@@ -219,10 +407,15 @@ class AlfworldEnv:
             "admissible_actions": list(state["admissible_commands"]),
             "task_type": self._task["task_type"],
             "gamefile": self._gamefile,
-            "expert_plan": list(state.get("extra.expert_plan") or []),
+            "expert_plan": self._expert_plan(state, won),
             "steps": self._steps,
         }
         return Step(observation=state.feedback, reward=reward, done=done, info=info)
+
+    def _expert_plan(self, state, won: bool) -> list[str]:
+        if self.expert_type == "plan":
+            return [] if won else expert_plan(state["facts"], self._goal, self._templates)
+        return list(state.get("extra.expert_plan") or [])
 
     def reset(self, task: dict, seed: int) -> Step:
         """Start the game `task["gamefile"]`. The engine is deterministic (no name shuffling), so `seed` changes
