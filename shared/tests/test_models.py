@@ -14,7 +14,9 @@ def test_qwen_tokenizer_matches_qwen():
     assert ids == [151643, 151644, 151645, 151667, 151668]
     text = "def f(x):\n    return x ** 2  # 平方\n\n"
     assert tok.decode(tok(text).input_ids) == text
-    parsed = tok.parse_response('<tool_call>\n{"name": "act", "arguments": {"a": 1}}\n</tool_call><|im_end|>', prefix="")
+    parsed = tok.parse_response(
+        '<tool_call>\n{"name": "act", "arguments": {"a": 1}}\n</tool_call><|im_end|>', prefix=""
+    )
     assert parsed["tool_calls"][0]["function"] == {"name": "act", "arguments": {"a": 1}}
 
 
