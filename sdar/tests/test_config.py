@@ -93,3 +93,15 @@ def test_paper_config_without_data_location_names_the_variable(monkeypatch):
     monkeypatch.delenv("WEBSHOP_DATA")
     with pytest.raises(ConfigError, match="needs the environment variable.*WEBSHOP_DATA"):
         load("webshop_qwen2.5-3b_paper", [])
+
+
+def test_paper_scale_fails_fast_with_reasons_on_a_cpu_machine(monkeypatch):
+    import torch
+
+    from sdar.cli import main
+
+    if torch.cuda.is_available():
+        pytest.skip("this check is for machines without CUDA")
+    monkeypatch.delenv("ALFWORLD_DATA")
+    with pytest.raises(SystemExit, match=r"(?s)no CUDA device.*ALFWORLD_DATA"):
+        main(["reproduce", "--scale", "paper"])

@@ -211,28 +211,28 @@ def evaluate_model(cfg: dict, method: str = "eval", out: Path | None = None) -> 
 
 
 def reproduce(scale: str, seeds: list[int], overrides: list[str]) -> None:
-    """Run one scale's plan. CPU: untrained vs GRPO vs GRPO+OPSD vs SDAR on TextRooms, per seed; results JSON and
-    curves are copied to `sdar/results/cpu/` (weights stay in `runs/`, git-ignored) and the README table is rebuilt."""
+    """Run one scale's plan. CPU: untrained vs GRPO vs GRPO+OPSD vs SDAR on TextRooms, per seed. Runs live in
+    `runs/sdar/cpu/` (git-ignored; a finished run is not redone, so an interrupted plan resumes); their results JSON
+    and curves are copied to `sdar/results/cpu/` and the README table and curves are rebuilt from there."""
     if scale == "cpu":
         from .report import report
 
         for seed in seeds:
-            out = RESULTS_DIR / "cpu" / "untrained" / f"seed{seed}"
-            if (out / "results.json").exists():
-                print(f"[reproduce] untrained seed {seed}: done already ({out}/results.json)")
-            else:
-                evaluate_model(load(CPU_CONFIG, [*overrides, f"trainer.seed={seed}"]), "untrained", out)
-            for method, extra in CPU_METHODS.items():
-                keep = RESULTS_DIR / "cpu" / method / f"seed{seed}"
-                if (keep / "results.json").exists():
-                    print(f"[reproduce] {method} seed {seed}: done already ({keep}/results.json)")
-                    continue
+            for method, extra in {"untrained": [], **CPU_METHODS}.items():
                 run = Path("runs") / "sdar" / "cpu" / method / f"seed{seed}"
-                cfg = load(CPU_CONFIG, [*extra, *overrides, f"trainer.seed={seed}", f"trainer.output_dir={run}"])
-                train(cfg, method)
+                if (run / "results.json").exists():
+                    print(f"[reproduce] {method} seed {seed}: finished earlier in {run}, not redone")
+                else:
+                    cfg = load(CPU_CONFIG, [*extra, *overrides, f"trainer.seed={seed}", f"trainer.output_dir={run}"])
+                    if method == "untrained":
+                        evaluate_model(cfg, method, run)
+                    else:
+                        train(cfg, method)
+                keep = RESULTS_DIR / "cpu" / method / f"seed{seed}"
                 keep.mkdir(parents=True, exist_ok=True)
-                for name in ("results.json", "eval_curve.jsonl", "config.json"):
-                    shutil.copy(run / name, keep / name)
+                for name in ("results.json", "eval_curve.jsonl", "episodes.jsonl", "config.json"):
+                    if (run / name).exists():
+                        shutil.copy(run / name, keep / name)
         report()
         return
     if scale != "paper":
@@ -240,12 +240,23 @@ def reproduce(scale: str, seeds: list[int], overrides: list[str]) -> None:
     check_paper_prerequisites(PAPER_CONFIGS)
     for name in PAPER_CONFIGS:
         for seed in seeds:
-            cmd = [
-                "accelerate", "launch", "--config_file", str(accelerate_config()), "-m", "sdar.cli", "train",
-                "--config", name, f"trainer.seed={seed}", *overrides,
-            ]  # fmt: skip
-            print("[reproduce]", " ".join(cmd))
-            subprocess.run(cmd, check=True)
+            for method, extra in {"grpo": CPU_METHODS["grpo"], "sdar": CPU_METHODS["sdar"]}.items():
+                run = Path("runs") / "sdar" / "paper" / method / f"seed{seed}_{name}"
+                if not (run / "results.json").exists():
+                    cmd = [
+                        "accelerate", "launch", "--config_file", str(accelerate_config()), "-m", "sdar.cli", "train",
+                        "--config", name, "--method", method, f"trainer.seed={seed}", f"trainer.output_dir={run}",
+                        *extra, *overrides,
+                    ]  # fmt: skip
+                    print("[reproduce]", " ".join(cmd))
+                    subprocess.run(cmd, check=True)
+                keep = RESULTS_DIR / "paper" / method / f"seed{seed}_{name}"
+                keep.mkdir(parents=True, exist_ok=True)
+                for file in ("results.json", "eval_curve.jsonl", "config.json"):
+                    shutil.copy(run / file, keep / file)
+    from .report import report
+
+    report()
 
 
 def accelerate_config() -> Path:
