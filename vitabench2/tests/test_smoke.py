@@ -71,3 +71,23 @@ def test_smollm2_sample_end_to_end_cli(tmp_path):
     main(["report", str(out), "--out", str(tmp_path / "rep")])
     assert (tmp_path / "rep" / "report.md").read_text().count("RAG Memory") == 1
     assert json.loads((out / "summary.json").read_text())["metrics"]["num_units"] == 5
+
+
+def test_smollm2_as_in_process_judge(tmp_path):
+    """SmolLM2 judges a short sample conversation: a parsed verdict, or retries ending in a recorded failure."""
+    from vitabench2.judge import SlidingWindowJudge
+    from vitabench2.tasks import load_tasks, sample_tasks_path
+
+    subtask = load_tasks(sample_tasks_path())[0].subtasks[0]
+    messages = [
+        {"role": "system", "content": "You are a delivery assistant."},
+        {"role": "user", "content": "Get me a coffee."},
+        {"role": "assistant", "content": "I ordered an oat latte from Oat Lab Coffee for you."},
+    ]
+    backend = TransformersBackend(str(smollm2_135m()), max_new_tokens=48)
+    result = SlidingWindowJudge(backend, max_retries=2).evaluate(subtask, messages)
+    assert 1 <= result.judge_calls <= 2 and len(backend.calls) == result.judge_calls
+    if result.failed:
+        assert result.reward == 0.0 and "window 1/1" in result.failure_reason
+    else:
+        assert result.reward in (0.0, 1.0)
