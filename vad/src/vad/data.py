@@ -214,29 +214,41 @@ def _open_image(value: object, root: Path) -> Image.Image:
         value = value.get("bytes") or value.get("path")
     if isinstance(value, bytes):
         return Image.open(io.BytesIO(value)).convert("RGB")
-    if isinstance(value, str) and (root / value).exists():
+    if isinstance(value, str) and len(value) < 1024 and _is_file(root / value):
         return Image.open(root / value).convert("RGB")
     if isinstance(value, str):
         return Image.open(io.BytesIO(base64.b64decode(value))).convert("RGB")
     raise ValueError(f"Cannot read an image from a value of type {type(value).__name__}.")
 
 
+def _is_file(path: Path) -> bool:
+    """`path.is_file()`, False for names the OS rejects (a long base64 string is not a file name)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
 def _read_records(path: Path) -> list[dict]:
-    """Records of a `.jsonl`, `.json`, `.parquet` or `.tsv` file (the formats the public datasets ship in)."""
+    """Records of a `.jsonl`, `.json`, `.parquet`, `.tsv` or `.csv` file (the formats the public datasets ship in)."""
     if path.suffix == ".jsonl":
         return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     if path.suffix == ".json":
         return json.loads(path.read_text())
-    if path.suffix in (".parquet", ".tsv"):
+    if path.suffix in (".parquet", ".tsv", ".csv"):
         import pandas as pd
 
-        frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path, sep="\t")
+        if path.suffix == ".parquet":
+            frame = pd.read_parquet(path)
+        else:
+            frame = pd.read_csv(path, sep="\t" if path.suffix == ".tsv" else ",")
+        frame = frame.astype(object).where(frame.notna(), None)  # empty cells (e.g. HR-Bench's unused options) -> None
         return frame.to_dict(orient="records")
-    raise ValueError(f"Unsupported file {path.name}; valid suffixes: .jsonl, .json, .parquet, .tsv.")
+    raise ValueError(f"Unsupported file {path.name}; valid suffixes: .jsonl, .json, .parquet, .tsv, .csv.")
 
 
 def _files(root: Path) -> list[Path]:
-    suffixes = (".jsonl", ".json", ".parquet", ".tsv")
+    suffixes = (".jsonl", ".json", ".parquet", ".tsv", ".csv")
     return sorted(p for p in root.rglob("*") if p.suffix in suffixes) if root.is_dir() else [root]
 
 
@@ -339,49 +351,108 @@ def _letter(value: object) -> str:
     return m.group(0)
 
 
+_MMSTAR_OPTION_RE = re.compile(r"(?:^|,\s*|\n)([A-H])[:.]\s*(.*?)(?=,\s*[A-H][:.]\s|\n[A-H][:.]\s|$)", re.S)
+
+
+def _mmstar_options(question: str) -> tuple[str, list[str]]:
+    """MMStar embeds its options in the question (`...?\nOptions: A: x, B: y, C: z, D: w`): (stem, options)."""
+    head, sep, tail = question.rpartition("Options:")
+    if not sep:
+        return _split_options(question)
+    options = []
+    for letter, text in _MMSTAR_OPTION_RE.findall(tail.strip()):
+        if letter != LETTERS[len(options)]:
+            break
+        options.append(text.strip())
+    return head.strip(), options
+
+
+def _first(rec: dict, *keys: str) -> object:
+    """The first present, non-empty field among `keys`; a `KeyError` naming them all when none is."""
+    for key in keys:
+        if rec.get(key) is not None and not (isinstance(rec[key], str) and not rec[key].strip()):
+            return rec[key]
+    raise KeyError(" / ".join(keys))
+
+
 def _benchmark_item(name: str, i: int, rec: dict, root: Path) -> EvalItem:
-    """Map one record of a benchmark's public format to an [`EvalItem`] (exact-name dispatch)."""
-    if name == "vstar":  # text holds the options; label is the letter
-        stem, options = _split_options(rec.get("text") or rec["question"])
-        answer, image, cat = _letter(rec["label"]), rec["image"], rec.get("category", "")
-    elif name in ("hrbench_4k", "hrbench_8k", "mme_realworld_en", "mme_realworld_cn", "zoombench"):
-        # HR-Bench TSV/parquet: question, A-D, answer letter, base64 image; MME-RealWorld lmms-eval parquet:
-        # question, multi-choice options list ("(A) ..."), answer letter, image bytes; ZoomBench (UNCERTAIN): same
+    """Map one record of a benchmark's public format to an [`EvalItem`] (exact-name dispatch).
+
+    Open questions (ZoomBench's OQ split) keep their free-form reference answer and empty `options`; they are scored
+    by normalised exact match in [`score_answer`].
+    """
+    ids = [rec[k] for k in ("index", "question_id", "idx", "id", "Index") if rec.get(k) is not None]
+    item_id = str(ids[0] if ids else i)
+    if name == "vstar":  # lmms-lab/vstar-bench: `text` holds the "(A) ..." options; `label` is the letter
+        stem, options = _split_options(_first(rec, "text", "question"))
+        answer, image, cat = _letter(rec["label"]), rec["image"], str(rec.get("category") or "")
+    elif name in ("hrbench_4k", "hrbench_8k", "mme_realworld_en", "mme_realworld_cn"):
+        # HR-Bench TSV/parquet: question, A-D, answer letter, base64 `image`; MME-RealWorld lmms-eval parquet:
+        # question, `multi-choice options` list ("(A) ..."), answer letter, base64 image in `bytes` (lmms-eval's
+        # `mme_realworld_doc_to_visual` reads `doc["bytes"]`)
         if rec.get("multi-choice options") is not None:
             stem, options = str(rec["question"]), [_OPTION_RE.sub(r"\2", str(o)) for o in rec["multi-choice options"]]
         elif rec.get("A") is not None:
-            stem, options = str(rec["question"]), [str(rec[c]) for c in "ABCDEFGH" if rec.get(c) is not None]
+            stem, options = str(rec["question"]), [str(rec[c]) for c in LETTERS if rec.get(c) is not None]
         else:
             stem, options = _split_options(rec["question"])
-        answer, image, cat = _letter(rec["answer"]), rec["image"], str(rec.get("category", ""))
-    elif name == "cvbench":  # choices list, answer "(B)"
+        answer, image, cat = _letter(rec["answer"]), _first(rec, "image", "bytes"), str(rec.get("category") or "")
+    elif name == "zoombench":
+        # inclusionAI/ZoomBench parquet: `prompt` (question; MCQ options as "A. ..." / "(A) ..." lines), `answer`
+        # (letter for MCQ, free text for open questions), `image` (x0) and `crop_image` (evidence region, unused).
+        # UNCERTAIN: the option layout inside `prompt` could not be inspected; open questions keep their raw answer.
+        stem, options = _split_options(_first(rec, "prompt", "question"))
+        raw = str(rec["answer"]).strip()
+        answer = _letter(raw) if options and re.fullmatch(r"\(?[A-H]\)?\.?", raw.upper()) else raw
+        image, cat = rec["image"], str(rec.get("category") or "")
+        prompt = format_question(stem, options) if options else stem
+        return EvalItem(item_id, _open_image(image, root), prompt, answer, options, cat)
+    elif name == "cvbench":  # nyu-visionx/CV-Bench: choices list, answer "(B)"
         stem, options = str(rec["question"]), [str(c) for c in rec["choices"]]
-        answer, image, cat = _letter(rec["answer"]), rec["image"], str(rec.get("task", ""))
-    elif name == "mmvp":  # Question, Options "(a) x (b) y", Correct Answer "(a)"
-        stem = str(rec.get("Question") or rec["question"])
-        opts = str(rec.get("Options") or rec["options"])
-        options = [o.strip() for o in re.split(r"\([a-h]\)", opts) if o.strip()]
-        answer, image, cat = _letter(str(rec.get("Correct Answer") or rec["answer"]).upper()), rec["image"], ""
-    elif name == "mmstar":  # question embeds "Options: A: ..., B: ..."; answer letter
-        stem, options = str(rec["question"]), []
-        answer, image, cat = _letter(rec["answer"]), rec["image"], str(rec.get("category", ""))
-        return EvalItem(
-            str(rec.get("index", i)), _open_image(image, root), f"{stem}\n{ANSWER_INSTRUCTION}", answer, [], cat
-        )
-    elif name == "pope":  # yes/no
+        answer, image, cat = _letter(rec["answer"]), rec["image"], str(rec.get("task") or "")
+    elif name == "mmvp":
+        # MMVP/MMVP: Questions.csv (Index, Question, Options "(a) x (b) y", Correct Answer "(a)") with the images in
+        # `MMVP Images/<Index>.jpg`; the lmms-lab/MMVP parquet has the same columns plus `image`
+        stem = str(_first(rec, "Question", "question"))
+        options = [o.strip() for o in re.split(r"\([a-h]\)", str(_first(rec, "Options", "options"))) if o.strip()]
+        answer = _letter(str(_first(rec, "Correct Answer", "answer")).upper())
+        if rec.get("image") is not None:
+            image = rec["image"]
+        else:
+            stem_path = root / "MMVP Images" / str(_first(rec, "Index", "index"))
+            found = [stem_path.with_suffix(s) for s in (".jpg", ".png", ".jpeg") if stem_path.with_suffix(s).exists()]
+            if not found:
+                raise FileNotFoundError(f"MMVP record {i} has no `image` field and no image at {stem_path}.jpg.")
+            image = str(found[0].relative_to(root))
+        cat = ""
+    elif name == "mmstar":  # Lin-Chen/MMStar: question embeds "Options: A: ..., B: ..."; answer letter
+        stem, options = _mmstar_options(str(rec["question"]))
+        answer, image, cat = _letter(rec["answer"]), rec["image"], str(rec.get("category") or "")
+        if not options:
+            raise ValueError(f"MMStar record {i}: no `Options: A: ..., B: ...` in the question {rec['question']!r}.")
+    elif name == "pope":  # lmms-lab/POPE: question, answer yes/no, image
         prompt = f"{rec['question']}\nAnswer the question using a single word: yes or no."
-        item_id = str(rec.get("question_id", i))
-        return EvalItem(item_id, _open_image(rec["image"], root), prompt, str(rec["answer"]).strip().lower(), [], "")
+        answer = str(rec["answer"]).strip().lower()
+        if answer not in ("yes", "no"):
+            raise ValueError(f"POPE record {i}: answer {rec['answer']!r} is not yes/no.")
+        cat = str(rec.get("category") or "")
+        return EvalItem(item_id, _open_image(rec["image"], root), prompt, answer, [], cat)
     else:
         raise ValueError(f"Unknown benchmark {name!r}; valid: {', '.join(BENCHMARKS)}.")
-    item_id = str(rec.get("index", rec.get("question_id", rec.get("idx", i))))
     return EvalItem(item_id, _open_image(image, root), format_question(stem, options), answer, options, cat)
 
 
 def load_benchmark(name: str, root: str | Path, *, limit: int | None = None) -> list[EvalItem]:
     """Evaluation items of `name` from `root` (a file or the dataset folder in its public layout).
 
-    For HR-Bench the 4K/8K split is chosen by file name (`*4k*` / `*8k*`).
+    Args:
+        name (`str`): one of [`BENCHMARKS`].
+        root (`str` or `Path`): a `.parquet` / `.tsv` / `.csv` / `.jsonl` / `.json` file, or a folder searched for them.
+            For HR-Bench the 4K/8K split is chosen by file name (`*4k*` / `*8k*`).
+        limit (`int`, *optional*): keep the first `limit` items.
+
+    Returns:
+        `list[EvalItem]`. A record missing a field raises a `KeyError` naming the file, the record and the field.
     """
     if name not in BENCHMARKS:
         raise ValueError(f"Unknown benchmark {name!r}; valid: {', '.join(BENCHMARKS)}.")
@@ -396,7 +467,10 @@ def load_benchmark(name: str, root: str | Path, *, limit: int | None = None) -> 
         for i, rec in enumerate(_read_records(path)):
             if limit is not None and len(items) >= limit:
                 return items
-            items.append(_benchmark_item(name, i, rec, path.parent))
+            try:
+                items.append(_benchmark_item(name, i, rec, path.parent))
+            except KeyError as err:
+                raise KeyError(f"{name}: {path.name} record {i} lacks {err}; fields present: {sorted(rec)}") from err
     return items
 
 
@@ -410,11 +484,21 @@ def extract_choice(text: str, num_options: int) -> str | None:
     return m.group(1) if m else None
 
 
+def _normalise(text: str) -> str:
+    return " ".join(re.findall(r"\w+(?:\.\d+)?", text.lower()))
+
+
 def score_answer(text: str, answer: str, num_options: int) -> float:
-    """1.0 when the extracted option (or yes/no for POPE) equals the reference, else 0.0."""
+    """1.0 when the extracted option (or yes/no for POPE) equals the reference, else 0.0.
+
+    A reference that is neither an option letter nor yes/no (ZoomBench's open questions) is matched exactly after
+    lower-casing and dropping punctuation (UNCERTAIN: the paper scores these with its judge).
+    """
     if answer in ("yes", "no"):
         words = re.findall(r"[a-z]+", text.lower())
         return float(bool(words) and words[0] == answer)
+    if len(answer) != 1 or answer not in LETTERS:
+        return float(_normalise(text) == _normalise(answer))
     return float(extract_choice(text, num_options) == answer)
 
 
