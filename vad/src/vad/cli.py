@@ -20,6 +20,7 @@ from agentrl_shared.offline import set_offline_env
 set_offline_env()
 
 from agentrl_shared.config import ModelConfig, load_config, to_dict  # noqa: E402
+from agentrl_shared.report import replace_block  # noqa: E402
 
 from .config import DataConfig, VADConfig  # noqa: E402
 
@@ -320,13 +321,7 @@ def report(results_dir: Path, readme: Path = README) -> str:
         if key not in paper_keys:  # cpu-scale mechanics rows: no paper number exists for them
             lines.append(f"| {key[0]} | {key[1]} | accuracy | {key[2]} | - (mechanics check) | {cell} | {sha} |")
     table = "\n".join(lines)
-    text = readme.read_text()
-    start, end = "<!-- results:start -->", "<!-- results:end -->"
-    if start not in text or end not in text:
-        raise ValueError(f"{readme} lacks the markers {start} / {end}.")
-    head, rest = text.split(start, 1)
-    _, tail = rest.split(end, 1)
-    readme.write_text(f"{head}{start}\n{table}\n{end}{tail}")
+    readme.write_text(replace_block(readme.read_text(), "results", table))
     return table
 
 

@@ -8,12 +8,12 @@ over task index; Fig. 6 proactive vs personalization).
 import json
 from pathlib import Path
 
+from agentrl_shared.report import replace_block
+
 from .metrics import compute_metrics
 from .runner import read_records
 
 
-START_MARKER = "<!-- vitabench2:report:start -->"
-END_MARKER = "<!-- vitabench2:report:end -->"
 MEMORY_LABELS = {
     "full_context": "Full Context",
     "rewrite": "Agentic Memory",
@@ -162,8 +162,4 @@ def render(runs: list[dict], figure_paths: list[str]) -> str:
 def update_readme(readme: Path, section: str) -> None:
     """Replace the text between the report markers (the markers must exist)."""
     text = readme.read_text(encoding="utf-8")
-    if START_MARKER not in text or END_MARKER not in text:
-        raise ValueError(f"{readme} lacks the markers {START_MARKER} / {END_MARKER}; add them where the table goes")
-    head, rest = text.split(START_MARKER, 1)
-    _, tail = rest.split(END_MARKER, 1)
-    readme.write_text(head + START_MARKER + "\n" + section + "\n" + END_MARKER + tail, encoding="utf-8")
+    readme.write_text(replace_block(text, "vitabench2:report", section), encoding="utf-8")
