@@ -1,12 +1,12 @@
 # Front door of the monorepo (design/architecture.md). `make help` lists the targets.
-PAPERS := sdar vad vitabench2
+PAPERS := sdar agentopsd skillrise envace vad vitabench2
 PAPER ?= sdar
 SCALE ?= cpu
 SEEDS ?= 0
 ENV ?= alfworld
 UV_VERSION := 0.13.9
 UV := $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
-EXTRAS := --extra alfworld --extra scienceworld
+EXTRAS := --extra alfworld --extra scienceworld --extra tau2
 RUN := $(UV) run --locked $(EXTRAS)
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
@@ -28,7 +28,8 @@ setup:  ## install uv if missing, sync the locked environment, build the offline
 check-paper:
 	@case " $(PAPERS) " in *" $(PAPER) "*) ;; *) echo "Unknown PAPER=$(PAPER); valid: $(PAPERS)"; exit 2;; esac
 
-TEST_DIRS := shared/tests sdar/tests vad/tests vitabench2/tests
+# a package appears here once it has tests
+TEST_DIRS := shared/tests $(wildcard sdar/tests agentopsd/tests skillrise/tests envace/tests vad/tests vitabench2/tests)
 
 # one pytest process per package: each package's tests stand alone, as they would in a copied package
 test: setup  ## run the offline test suite (no GPU, no network)

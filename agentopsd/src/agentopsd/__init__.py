@@ -1,0 +1,1 @@
+"""AgentOPSD: recursive belief credit assignment for agentic GRPO."""

@@ -1,0 +1,1 @@
+"""EnvACE: world rehearsal for tool-use agents."""

@@ -1,0 +1,1 @@
+"""SkillRise: cross-task skill evolution with solve/curate alternation."""
