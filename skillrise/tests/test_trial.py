@@ -131,9 +131,8 @@ def test_scienceworld_trial_with_gold_policy(tok):
 
     task = {"task_id": "find-living-thing:0", "task_type": "find-living-thing", "task_name": "find-living-thing",
             "variation": 0}  # fmt: skip
-    probe = ScienceWorldAdapter()
-    gold = probe.gold_actions(task)
-    probe.close()
+    engine = ScienceWorldAdapter()  # one JVM: the gold path, then the trial in-process on the same engine
+    gold = engine.gold_actions(task)
     step = {"k": 0}
 
     def gold_policy(prompt_ids):
@@ -149,7 +148,7 @@ def test_scienceworld_trial_with_gold_policy(tok):
             out.append(tok(answer, add_special_tokens=False).input_ids)
         return out, None
 
-    with EnvPool(lambda: make_env("scienceworld"), num_slots=1, num_workers=0) as pool:
+    with EnvPool(lambda: engine, num_slots=1, num_workers=0) as pool:
         r = TrialRunner(pool, ScienceWorldPrompt(), tok, "scienceworld", max_turns=30, max_prompt_length=100_000)
         (t,) = r.run([[task, task]], [0], [0], gold_policy, skip_won=True)
     assert t.won(0) and t.episodes[1] is None
