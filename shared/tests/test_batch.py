@@ -1,57 +1,63 @@
-"""Rows -> TRL batch: padding sides, fixed row budget, zero-loss padding rows, failed rows, per-token advantages."""
+"""Rows -> optimizer steps: every row used once, ranks balanced by tokens, global token counts, per-micro-batch padding."""
 
 import random
 
 import pytest
 import torch
 
-from agentrl_shared.batch import rows_to_batch, select_rows
-from agentrl_shared.rollout import Row
+from agentrl_shared.batch import balance_rows, plan_steps, rows_to_batch
 
 
-def row(p, c, failed=False):
-    return Row(p, c, None, "", "", "", True, 0, 0, 0, failed=failed)
+@pytest.mark.parametrize("world", [1, 2, 3])
+@pytest.mark.parametrize("n_rows", [1, 7, 33, 64])
+def test_plan_uses_every_row_once_and_keeps_ranks_in_lock_step(world, n_rows):
+    rng = random.Random(n_rows * 10 + world)
+    num_tokens = [rng.randint(5, 300) for _ in range(n_rows)]
+    loss_tokens = [rng.choice([0, rng.randint(1, 40)]) for _ in range(n_rows)]  # 0: a failed episode's row
+    plan = plan_steps(num_tokens, loss_tokens, world, micro_rows=4, micro_per_step=2, rng=random.Random(0))
+    used = [i for rank in range(world) for mb in plan.micro_batches(rank) for i in mb]
+    assert sorted(used) == list(range(n_rows))  # no row dropped, none counted twice; padding is empty micro-batches
+    sizes = [len(r) for r in plan.ranks]
+    assert max(sizes) - min(sizes) <= 1
+    assert plan.num_steps == -(-max(sizes) // 8)  # verl-agent: ceil(rows / mini-batch) optimizer steps
+    assert all(len(plan.micro_batches(r)) == plan.num_steps * 2 for r in range(world))  # same forwards on every rank
+    assert sum(plan.step_tokens) == sum(loss_tokens)
+    for j in range(plan.num_steps):  # each step's normaliser is the loss tokens of exactly its rows on all ranks
+        rows = [i for r in range(world) for k, mb in enumerate(plan.micro_batches(r)) if k // 2 == j for i in mb]
+        assert plan.step_tokens[j] == sum(loss_tokens[i] for i in rows)
 
 
-def test_padding_sides_and_masks():
-    rows = [row([1, 2, 3], [7, 8]), row([4], [9, 10, 11])]
-    batch = rows_to_batch(rows, torch.tensor([1.0, -1.0]), budget=2, pad_token_id=0, rng=random.Random(0))
+def test_balance_rows_by_tokens():
+    tokens = [100, 90, 80, 10, 10, 10, 5, 5]
+    ranks = balance_rows(tokens, 2)
+    loads = [sum(tokens[i] for i in r) for r in ranks]
+    assert [len(r) for r in ranks] == [4, 4] and sorted(loads) == [130, 180]  # the best equal-count split
+    assert ranks == balance_rows(tokens, 2)  # deterministic: every rank computes the same plan
+
+
+def test_plan_without_rows_fails_on_every_rank_alike():
+    with pytest.raises(ValueError, match="No rows"):
+        plan_steps([], [], 2, 4, 1)
+
+
+def test_micro_batch_padding_sides_masks_and_trim():
+    batch, info = rows_to_batch([[1, 2, 3], [4]], [[7, 8], [9, 10, 11]], [True, True], [1.0, -1.0], pad_token_id=0)
     assert batch["prompt_ids"].tolist() == [[1, 2, 3], [0, 0, 4]]
     assert batch["prompt_mask"].tolist() == [[1, 1, 1], [0, 0, 1]]
     assert batch["completion_ids"].tolist() == [[7, 8, 0], [9, 10, 11]]
     assert batch["completion_mask"].tolist() == [[1, 1, 0], [1, 1, 1]]
     assert batch["advantages"].tolist() == [1.0, -1.0]
+    assert info == {"rows": 2, "loss_tokens": 5}
+    short, _ = rows_to_batch([[4]], [[9]], [True], [1.0], pad_token_id=0)
+    assert short["prompt_ids"].shape == (1, 1) and short["completion_ids"].shape == (1, 1)  # own longest only
 
 
-def test_zero_padding_rows_carry_no_loss():
-    rows = [row([1], [2]), row([3], [4])]
-    batch = rows_to_batch(rows, torch.tensor([1.0, 2.0]), budget=5, pad_token_id=0, rng=random.Random(0))
-    assert batch["completion_mask"].sum(dim=1).tolist() == [1, 1, 0, 0, 0]
-    assert batch["advantages"][2:].tolist() == [0.0, 0.0, 0.0]
-    dup = rows_to_batch(
-        rows, torch.tensor([1.0, 2.0]), budget=5, pad_token_id=0, rng=random.Random(0), padding="duplicate"
-    )
-    assert dup["completion_mask"].sum().item() == 5
-
-
-def test_over_budget_subsamples_and_reports():
-    rows = [row([i + 1], [i + 1]) for i in range(10)]
-    batch = rows_to_batch(rows, torch.arange(10.0), budget=4, pad_token_id=0, rng=random.Random(1))
-    assert batch["rows_dropped"] == 6 and batch["prompt_ids"].size(0) == 4
-    idx = batch["row_index"].tolist()
-    assert idx == sorted(idx) and batch["advantages"].tolist() == [float(i) for i in idx]
-
-
-def test_failed_rows_are_masked_and_per_token_advantages_fit():
-    rows = [row([1], [2, 3, 4]), row([1], [5], failed=True)]
-    adv = torch.tensor([[1.0, 2.0, 3.0, 4.0], [5.0, 5.0, 5.0, 5.0]])
-    batch = rows_to_batch(rows, adv, budget=2, pad_token_id=0, rng=random.Random(0))
-    assert batch["completion_mask"][1].sum() == 0
-    assert batch["advantages"].tolist() == [[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]]
-
-
-def test_select_rows_errors():
-    with pytest.raises(ValueError, match="valid: zero, duplicate"):
-        select_rows(3, 4, "mirror", random.Random(0))
-    with pytest.raises(ValueError, match="No rows"):
-        select_rows(0, 4, "zero", random.Random(0))
+def test_rows_without_loss_and_empty_micro_batches():
+    batch, info = rows_to_batch([[1], [2]], [[3, 4], [5]], [True, False], [2.0, 3.0], 0, teacher_prompts=[[9, 1], [2]])
+    assert batch["completion_mask"].tolist() == [[1, 1], [0, 0]] and batch["advantages"].tolist() == [2.0, 0.0]
+    assert batch["teacher_prompt_ids"].tolist() == [[9, 1], [0, 2]]
+    assert info["loss_tokens"] == 2
+    empty, info = rows_to_batch([], [], [], [], 0, teacher_prompts=[])
+    assert empty["prompt_ids"].shape == (1, 1) and empty["completion_mask"].sum() == 0
+    assert empty["teacher_prompt_ids"].shape == (1, 1) and info == {"rows": 0, "loss_tokens": 0}
+    assert torch.equal(empty["advantages"], torch.zeros(1))

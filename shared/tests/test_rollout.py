@@ -7,7 +7,7 @@ from agentrl_shared.envs import load_tasks
 from agentrl_shared.envs.pool import EnvPool
 from agentrl_shared.models import qwen_tokenizer
 from agentrl_shared.prompts import make_prompt
-from agentrl_shared.rollout import RolloutCollector, episode_metrics
+from agentrl_shared.rollout import RolloutCollector, episode_metrics, equal_prompt_count
 
 
 @pytest.fixture(scope="module")
@@ -83,8 +83,26 @@ def test_lock_step_generation_when_this_rank_is_done(tok):
     with EnvPool(make_faulty_env, num_slots=1, num_workers=0) as pool:
         collector = RolloutCollector(pool, make_prompt("textrooms"), tok, max_turns=4, max_prompt_length=1024)
         gen = Scripted(tok, lambda p: f"go to {task['room']}</action>" if "Task:" in p else "x")
-        episodes = collector.collect([task], [0], [0], gen, sync_active=lambda n: n + 1)  # another rank stays active
-    assert len(episodes[0].rows) == 1 and gen.calls == 4
+        # another rank stays active: this rank keeps sending one dummy prompt
+        episodes = collector.collect([task], [0], [0], gen, prompt_count=lambda n: max(n, 1))
+    assert len(episodes[0].rows) == 1 and gen.calls == 4 and gen.batch_sizes == [1, 1, 1, 1]
+
+
+def test_equal_prompt_count():
+    assert equal_prompt_count(0, [0, 0], equal_lists=True) == 0
+    assert equal_prompt_count(2, [2, 5], equal_lists=True) == 5
+    assert equal_prompt_count(0, [0, 5], equal_lists=False) == 1
+    assert equal_prompt_count(3, [3, 5], equal_lists=False) == 3
+
+
+def test_teacher_prompt_ids_are_recorded_by_the_collector(tok):
+    task = load_tasks("textrooms", "train", num_tasks=1)[0]
+    with EnvPool(make_faulty_env, num_slots=1, num_workers=0) as pool:
+        collector = RolloutCollector(pool, make_prompt("textrooms"), tok, max_turns=1, max_prompt_length=1024,
+                                     teacher_transform=lambda text, t: "SKILLS\n" + text)  # fmt: skip
+        row = collector.collect([task], [0], [0], Scripted(tok, lambda p: "go to garage</action>"))[0].rows[0]
+    assert row.teacher_prompt_ids == tok("SKILLS\n" + row.prompt_text, add_special_tokens=False).input_ids
+    assert not row.teacher_prompt_truncated
 
 
 def test_prompt_truncation_is_counted(tok):
@@ -94,3 +112,65 @@ def test_prompt_truncation_is_counted(tok):
         episodes = collector.collect([task], [0], [0], Scripted(tok, lambda p: "go to garage</action>"))
     row = episodes[0].rows[0]
     assert row.prompt_truncated and len(row.prompt_ids) == 16
+
+
+class RankOffsetServer:
+    """A fake of TRL's vLLM server / tensor-parallel path for ranks run as threads: every rank's prompts are gathered,
+    generated in one list, and rank r takes `results[r * len(its prompts) : (r + 1) * len(its prompts)]`."""
+
+    def __init__(self, world, tok, reply):
+        import threading
+
+        self.world, self.tok, self.reply = world, tok, reply
+        self.barrier = threading.Barrier(world)
+        self.slots: list = [None] * world
+
+    def all_gather(self, rank, value):
+        self.slots[rank] = value
+        self.barrier.wait()
+        out = list(self.slots)
+        self.barrier.wait()
+        return out
+
+    def generate(self, rank, prompt_ids):
+        everything = [p for part in self.all_gather(rank, prompt_ids) for p in part]
+        texts = [self.reply(self.tok.decode(p)) for p in everything]
+        results = [self.tok(t + "<|im_end|>", add_special_tokens=False).input_ids for t in texts]
+        return results[rank * len(prompt_ids) : (rank + 1) * len(prompt_ids)], None
+
+
+def test_equal_prompt_lists_keep_completions_on_their_prompts_under_rank_offsets(tok):
+    """Ranks with different numbers of active episodes send equal prompt lists (dummies padded, results dropped), so
+    the rank-offset hand-back of TRL's vLLM server mode gives every prompt its own completion."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    tasks = load_tasks("textrooms", "train", num_tasks=40)
+    finds = [t for t in tasks if t["task_type"] == "find"][:2]
+    fetches = [t for t in tasks if t["task_type"] == "fetch"][:2]
+    per_rank = [finds + fetches[:1], fetches[1:]]  # rank 0: 3 episodes (1 or 2 turns), rank 1: 1 episode (2 turns)
+
+    def reply(prompt: str) -> str:
+        task = next((t for t in tasks if f"Task: {t['instruction']}." in prompt), None)
+        if task is None:
+            return "dummy"
+        return f"take {task['object']}</action>" if "Previously" in prompt else f"go to {task['room']}</action>"
+
+    server = RankOffsetServer(2, tok, reply)
+
+    def run(rank):
+        with EnvPool(make_faulty_env, num_slots=3, num_workers=0) as pool:
+            collector = RolloutCollector(pool, make_prompt("textrooms"), tok, max_turns=3, max_prompt_length=1024)
+            n = len(per_rank[rank])
+            return collector.collect(
+                per_rank[rank], list(range(n)), [0] * n,
+                lambda ids: server.generate(rank, ids),
+                lambda k: equal_prompt_count(k, server.all_gather(rank, k), equal_lists=True),
+            )  # fmt: skip
+
+    with ThreadPoolExecutor(2) as ex:
+        episodes = list(ex.map(run, [0, 1]))
+    for rank_episodes in episodes:
+        for ep in rank_episodes:
+            assert ep.won, ep.task
+            for row in ep.rows:
+                assert row.completion_text == reply(row.prompt_text), (row.prompt_text[-80:], row.completion_text)

@@ -21,14 +21,18 @@ set_offline_env()
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def step_times(overrides: list[str]) -> list[float]:
+def step_times(overrides: list[str]) -> tuple[list[float], dict[str, float]]:
+    """Optimizer-step times and the median seconds per rollout of each stage (`time/*`: generation, weight sync,
+    old/ref/teacher log-probs, environment; forward-backward is the step time minus the no-grad forwards)."""
     from .cli import load, train
 
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = load("smoke", ["trainer.max_steps=6", f"trainer.output_dir={tmp}", *overrides])
+        cfg = load("smoke", ["trainer.num_rollouts=6", f"trainer.output_dir={tmp}", *overrides])
         payload = train(cfg, "bench")
-    times = [h["step_time"] for h in payload["log_history"] if "step_time" in h]
-    return times[1:]  # the first step pays one-off costs (JIT, allocator warm-up)
+    logs = [h for h in payload["log_history"] if "step_time" in h][1:]  # the first pays one-off costs (JIT, warm-up)
+    stages = {k: statistics.median(h.get(k, 0.0) for h in logs) for k in sorted({k for h in logs for k in h})
+              if k.startswith("time/")}  # fmt: skip
+    return [h["step_time"] for h in logs], stages
 
 
 def rollout_seconds(model_name: str, batched: bool, episodes: int = 8) -> float:
@@ -70,12 +74,14 @@ def merge(figures: dict) -> None:
 
 
 def main() -> None:
-    grpo = step_times(["trainer.sdar_coef=0.0"])
-    sdar = step_times([])
+    grpo, grpo_stages = step_times(["trainer.sdar_coef=0.0"])
+    sdar, sdar_stages = step_times([])
     figures = {
-        "config": {"step_time": "smoke.yaml, 6 steps, first dropped", "rollout": "textrooms, 8 episodes, 2 turns"},
+        "config": {"step_time": "smoke.yaml, 6 rollouts, first dropped", "rollout": "textrooms, 8 episodes, 2 turns"},
         "grpo_step_time_s": statistics.median(grpo),
         "sdar_step_time_s": statistics.median(sdar),
+        "grpo_stage_s": grpo_stages,
+        "sdar_stage_s": sdar_stages,
     }
     figures["step_time_ratio_sdar_over_grpo"] = figures["sdar_step_time_s"] / figures["grpo_step_time_s"]
     for model in ("tiny-qwen3", "smollm2-135m"):
@@ -86,6 +92,8 @@ def main() -> None:
     print(f"{'comparison':48s} {'baseline':>10s} {'method':>10s} {'ratio':>7s}")
     print(f"{'step time: SDAR / GRPO (s)':48s} {figures['grpo_step_time_s']:10.2f} "
           f"{figures['sdar_step_time_s']:10.2f} {figures['step_time_ratio_sdar_over_grpo']:7.2f}")  # fmt: skip
+    for stage in sorted(set(grpo_stages) | set(sdar_stages)):
+        print(f"{'  ' + stage + ' per rollout (s)':48s} {grpo_stages.get(stage, 0.0):10.2f} {sdar_stages.get(stage, 0.0):10.2f}")
     for model in ("tiny-qwen3", "smollm2-135m"):
         seq, bat = figures[f"rollout_{model}_sequential_s"], figures[f"rollout_{model}_batched_s"]
         print(

@@ -8,20 +8,22 @@ result files. No algorithm logic lives here.
 
 import argparse
 import json
-import shutil
+import logging
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from agentrl_shared.config import ConfigError
 from agentrl_shared.offline import set_offline_env
 
 
 set_offline_env()  # before transformers / trl are imported
 
+logger = logging.getLogger("sdar")
+
 PACKAGE = "sdar"
-PACKAGE_DIR = Path(__file__).resolve().parents[2]  # sdar/ (the folder holding README.md)
-RESULTS_DIR = PACKAGE_DIR / "results"
 # CPU plan: the method against its baselines (papers/sdar.md section 5) as overrides of one config
 CPU_CONFIG = "textrooms_smollm2-135m_cpu"
 CPU_METHODS = {
@@ -35,9 +37,9 @@ PAPER_CONFIGS = ["alfworld_qwen2.5-3b_paper", "webshop_qwen2.5-3b_paper", "searc
 def sections():
     from agentrl_shared.config import ModelConfig
 
-    from .config import EnvConfig, SDARConfig
+    from .config import EnvConfig, LaunchConfig, SDARConfig
 
-    return {"trainer": SDARConfig, "env": EnvConfig, "model": ModelConfig}
+    return {"trainer": SDARConfig, "env": EnvConfig, "model": ModelConfig, "launch": LaunchConfig}
 
 
 def load(config: str, overrides: list[str]) -> dict:
@@ -51,16 +53,32 @@ def run_name(cfg: dict, method: str) -> str:
     return f"{cfg['env'].name}_{model}_{method}_seed{cfg['trainer'].seed}"
 
 
+def _is_main_process() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
+
+
 def _dump(cfg: dict, out: Path) -> None:
+    """Write the resolved config next to the run's results (main process only) and log its headline."""
     from agentrl_shared.config import to_dict
 
+    if not _is_main_process():
+        return
     out.mkdir(parents=True, exist_ok=True)
     resolved = to_dict(cfg)
     (out / "config.json").write_text(json.dumps(resolved, indent=2) + "\n")
-    print(json.dumps({k: v for k, v in resolved.items() if k != "trainer"}, indent=2))
     t = cfg["trainer"]
-    print(f"trainer: lr={t.learning_rate} sdar_coef={t.sdar_coef} gate_beta={t.gate_beta} beta={t.beta} "
-          f"G={t.num_generations} max_steps={t.max_steps} output_dir={t.output_dir}")  # fmt: skip
+    logger.info(f"{cfg['_source']}: env={cfg['env'].name} model={cfg['model'].name_or_path} lr={t.learning_rate} "
+                f"sdar_coef={t.sdar_coef} gate_beta={t.gate_beta} beta={t.beta} G={t.num_generations} "
+                f"num_rollouts={t.num_rollouts} output_dir={out}")  # fmt: skip
+
+
+def _log_to_file(out: Path) -> None:
+    """The run's full log (every metric line) goes to `<output_dir>/train.log`; the console gets progress lines."""
+    if _is_main_process():
+        out.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(out / "train.log")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+        logging.getLogger().addHandler(handler)
 
 
 def _panel(cfg: dict) -> tuple[list[dict], list[int]]:
@@ -72,9 +90,9 @@ def _panel(cfg: dict) -> tuple[list[dict], list[int]]:
 
 
 def train(cfg: dict, method: str = "run") -> dict:
-    """Train one configuration, then evaluate it on the fixed panel; returns the results payload."""
+    """Train one configuration, then evaluate it on the fixed panel; returns the results payload (on every rank;
+    files are written by the main process)."""
     import torch
-    from datasets import Dataset
     from transformers import AutoTokenizer, TrainerCallback
 
     from agentrl_shared.envs import load_tasks
@@ -87,6 +105,7 @@ def train(cfg: dict, method: str = "run") -> dict:
     if args.output_dir == "trainer_output":  # TRL's default: name the run instead
         args.output_dir = f"runs/sdar/{run_name(cfg, method)}"
     out = Path(args.output_dir)
+    _log_to_file(out)
     _dump(cfg, out)
     path = model_path(model_cfg.name_or_path)
     args.model_init_kwargs = {"dtype": model_cfg.dtype, **(args.model_init_kwargs or {})}
@@ -94,43 +113,48 @@ def train(cfg: dict, method: str = "run") -> dict:
         args.model_init_kwargs["attn_implementation"] = model_cfg.attn_implementation
     tok = AutoTokenizer.from_pretrained(path, padding_side="left")
     tasks = load_tasks(env.name, env.train_split, **env.task_kwargs)
-    dataset = Dataset.from_list(
-        [{"prompt": t.get("instruction", t["task_id"]), "task_json": json.dumps(t)} for t in tasks]
-    )
     panel, seeds = _panel(cfg)
     curve: list[dict] = []
     curve_path = out / "eval_curve.jsonl"
 
-    def evaluate(trainer, step: int) -> dict:
+    def evaluate(trainer) -> dict:
+        """Every rank evaluates (lock-step generation) and gets the same summary; the main process writes it."""
         episodes = trainer.evaluate_panel(panel, seeds, env.eval_temperature)
         summary = summarize([episode_record(e) for e in episodes], seeds)
-        point = {"step": step, "rollouts": trainer.rollouts_done, **summary}
+        point = {"step": trainer.state.global_step, "rollouts": trainer.rollouts_done, **summary}
+        curve.append(point)
         if trainer.accelerator.is_main_process:
-            curve.append(point)
             with curve_path.open("a") as f:
                 f.write(json.dumps(point) + "\n")
-            print(f"[eval] rollout {trainer.rollouts_done}: success {summary['success_rate_mean']:.3f}")
+            logger.info(f"eval after {trainer.rollouts_done} rollouts: success {summary['success_rate_mean']:.3f}")
         return summary
 
     class PanelEval(TrainerCallback):
         """Evaluate every `env.eval_every` rollouts on the panel (verl `trainer.test_freq`)."""
 
         def on_step_end(self, targs, state, control, **kwargs):
-            per_rollout = args.steps_per_generation // args.gradient_accumulation_steps
-            if env.eval_every and state.global_step % (env.eval_every * per_rollout) == 0:
-                evaluate(trainer, state.global_step)
+            if env.eval_every and trainer.rollout_finished and trainer.rollouts_done % env.eval_every == 0:
+                evaluate(trainer)
 
-    trainer = SDARTrainer(path, args, env, dataset, processing_class=tok, callbacks=[PanelEval()])
-    if curve_path.exists():
+    trainer = SDARTrainer(path, args, env, tasks, processing_class=tok, callbacks=[PanelEval()])
+    world = trainer.accelerator.num_processes
+    if world != cfg["launch"].num_processes:
+        logger.warning(
+            f"{cfg['_source']} is sized for {cfg['launch'].num_processes} processes and runs on {world}: "
+            f"{trainer.episodes_per_rank * world} episodes per rollout instead of "
+            f"{trainer.episodes_per_rank * cfg['launch'].num_processes}."
+        )
+    if trainer.accelerator.is_main_process and curve_path.exists():
         curve_path.unlink()
     t0 = time.perf_counter()
     if env.eval_every:
-        evaluate(trainer, 0)
+        evaluate(trainer)
     trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
     train_s = time.perf_counter() - t0
-    trainer.save_model(str(out / "final"))  # weights stay under runs/ (git-ignored); results go to results/
-    final = curve[-1] if curve and curve[-1]["step"] == trainer.state.global_step else None
-    summary = final if final is not None else evaluate(trainer, trainer.state.global_step)
+    trainer.save_model(str(out / "final"))  # weights stay under the run's folder
+    # the curve is filled on every rank, so every rank takes the same branch here (no lone evaluation)
+    final = curve[-1] if curve and curve[-1]["rollouts"] == trainer.rollouts_done else None
+    summary = final if final is not None else evaluate(trainer)
     trainer.pool.close()
     payload = {
         "method": method,
@@ -141,10 +165,11 @@ def train(cfg: dict, method: str = "run") -> dict:
         "train_seconds": train_s,
         "steps": trainer.state.global_step,
         "rollouts": trainer.rollouts_done,
+        "num_processes": world,
         "final": {k: v for k, v in summary.items() if k not in ("step", "rollouts")},
         "curve": curve,
         "log_history": trainer.state.log_history,
-        "config": json.loads((out / "config.json").read_text()),
+        "config": json.loads((out / "config.json").read_text()) if trainer.accelerator.is_main_process else None,
         "torch_threads": torch.get_num_threads(),
     }
     if trainer.accelerator.is_main_process:
@@ -206,57 +231,47 @@ def evaluate_model(cfg: dict, method: str = "eval", out: Path | None = None) -> 
         "config": json.loads((out / "config.json").read_text()),
     }
     write_results(out / "results.json", payload)
-    print(f"[eval] {method}: success {summary['success_rate_mean']:.3f} +- {summary['success_rate_std']:.3f}")
+    logger.info(f"eval {method}: success {summary['success_rate_mean']:.3f} +- {summary['success_rate_std']:.3f}")
     return payload
 
 
-def reproduce(scale: str, seeds: list[int], overrides: list[str]) -> None:
-    """Run one scale's plan. CPU: untrained vs GRPO vs GRPO+OPSD vs SDAR on TextRooms, per seed. Runs live in
-    `runs/sdar/cpu/` (git-ignored; a finished run is not redone, so an interrupted plan resumes); their results JSON
-    and curves are copied to `sdar/results/cpu/` and the README table and curves are rebuilt from there."""
+def reproduce(scale: str, seeds: list[int], overrides: list[str], output: Path) -> None:
+    """Run one scale's plan into `output/<scale>/<method>/...` (a finished run is not redone, so an interrupted plan
+    resumes). CPU: untrained vs GRPO vs GRPO+OPSD vs SDAR on TextRooms, per seed. Paper: GRPO and SDAR on each paper
+    config, launched with `accelerate` on the config's number of processes. Tracked files are never written here:
+    `sdar report --runs <output>` copies the results into `sdar/results/` and rebuilds the README tables."""
     if scale == "cpu":
-        from .report import report
-
         for seed in seeds:
             for method, extra in {"untrained": [], **CPU_METHODS}.items():
-                run = Path("runs") / "sdar" / "cpu" / method / f"seed{seed}"
+                run = output / "cpu" / method / f"seed{seed}"
                 if (run / "results.json").exists():
-                    print(f"[reproduce] {method} seed {seed}: finished earlier in {run}, not redone")
+                    logger.info(f"reproduce: {method} seed {seed} finished earlier in {run}, not redone")
+                    continue
+                cfg = load(CPU_CONFIG, [*extra, *overrides, f"trainer.seed={seed}", f"trainer.output_dir={run}"])
+                if method == "untrained":
+                    evaluate_model(cfg, method, run)
                 else:
-                    cfg = load(CPU_CONFIG, [*extra, *overrides, f"trainer.seed={seed}", f"trainer.output_dir={run}"])
-                    if method == "untrained":
-                        evaluate_model(cfg, method, run)
-                    else:
-                        train(cfg, method)
-                keep = RESULTS_DIR / "cpu" / method / f"seed{seed}"
-                keep.mkdir(parents=True, exist_ok=True)
-                for name in ("results.json", "eval_curve.jsonl", "episodes.jsonl", "config.json"):
-                    if (run / name).exists():
-                        shutil.copy(run / name, keep / name)
-        report()
-        return
-    if scale != "paper":
-        raise SystemExit(f"Unknown scale {scale!r}; valid: cpu, paper.")
-    check_paper_prerequisites(PAPER_CONFIGS)
-    for name in PAPER_CONFIGS:
-        for seed in seeds:
-            for method, extra in {"grpo": CPU_METHODS["grpo"], "sdar": CPU_METHODS["sdar"]}.items():
-                run = Path("runs") / "sdar" / "paper" / method / f"seed{seed}_{name}"
-                if not (run / "results.json").exists():
+                    train(cfg, method)
+    elif scale == "paper":
+        check_paper_prerequisites(PAPER_CONFIGS)
+        for name in PAPER_CONFIGS:
+            launch = load(name, ["trainer.use_cpu=true"])["launch"]
+            for seed in seeds:
+                for method, extra in {"grpo": CPU_METHODS["grpo"], "sdar": CPU_METHODS["sdar"]}.items():
+                    run = output / "paper" / method / f"seed{seed}_{name}"
+                    if (run / "results.json").exists():
+                        continue
                     cmd = [
-                        "accelerate", "launch", "--config_file", str(accelerate_config()), "-m", "sdar.cli", "train",
-                        "--config", name, "--method", method, f"trainer.seed={seed}", f"trainer.output_dir={run}",
-                        *extra, *overrides,
+                        "accelerate", "launch", "--config_file", str(accelerate_config()),
+                        "--num_processes", str(launch.num_processes), "--num_machines", str(launch.num_machines),
+                        "-m", "sdar.cli", "train", "--config", name, "--method", method,
+                        f"trainer.seed={seed}", f"trainer.output_dir={run}", *extra, *overrides,
                     ]  # fmt: skip
-                    print("[reproduce]", " ".join(cmd))
+                    logger.info("reproduce: " + " ".join(cmd))
                     subprocess.run(cmd, check=True)
-                keep = RESULTS_DIR / "paper" / method / f"seed{seed}_{name}"
-                keep.mkdir(parents=True, exist_ok=True)
-                for file in ("results.json", "eval_curve.jsonl", "config.json"):
-                    shutil.copy(run / file, keep / file)
-    from .report import report
-
-    report()
+    else:
+        raise ConfigError(f"Unknown scale {scale!r}; valid: cpu, paper.")
+    logger.info(f"reproduce: runs are in {output}; `sdar report --runs {output}` updates sdar/results and the README")
 
 
 def accelerate_config() -> Path:
@@ -269,10 +284,8 @@ def check_paper_prerequisites(configs: list[str]) -> None:
     """Fail fast, with the reason and the fix, when a paper-scale run cannot start here."""
     import torch
 
-    from agentrl_shared.config import ConfigError
-
     problems = []
-    if not torch.cuda.is_available():
+    if not torch.cuda.is_available():  # (make reproduce checks nvidia-smi before syncing; this covers direct calls)
         problems.append("no CUDA device is visible (paper scale needs GPUs; SCALE=cpu runs anywhere)")
     try:
         import vllm  # noqa: F401
@@ -284,7 +297,7 @@ def check_paper_prerequisites(configs: list[str]) -> None:
         except ConfigError as exc:
             problems.append(f"{name}: {exc}")
     if problems:
-        raise SystemExit("Cannot start the paper-scale SDAR run:\n- " + "\n- ".join(problems))
+        raise ConfigError("cannot start the paper-scale SDAR run: " + "; ".join(problems))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -294,18 +307,28 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--scale", default="cpu", help="reproduce: cpu (default) or paper")
     parser.add_argument("--seeds", default="0", help="reproduce: comma-separated training seeds")
     parser.add_argument("--method", default="run", help="label written into results.json")
+    parser.add_argument("--output", default="runs/sdar", type=Path, help="reproduce: where runs are written")
+    parser.add_argument("--runs", default=None, type=Path, help="report: copy finished runs from here first")
+    parser.add_argument("--readme", default="sdar/README.md", type=Path,
+                        help="report: the README to rebuild; results live in <its folder>/results")  # fmt: skip
     parser.add_argument("overrides", nargs="*", help="key=value or section.key=value")
     ns = parser.parse_intermixed_args(argv)
-    if ns.command == "report":
-        from .report import report
+    logging.basicConfig(level=logging.INFO if _is_main_process() else logging.WARNING, format="%(message)s")
+    for noisy in ("httpx", "datasets", "deepspeed", "torch.distributed"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        if ns.command == "report":
+            from .report import report
 
-        report()
-    elif ns.command == "reproduce":
-        reproduce(ns.scale, [int(s) for s in ns.seeds.split(",")], ns.overrides)
-    elif ns.command == "train":
-        train(load(ns.config, ns.overrides), ns.method)
-    else:
-        evaluate_model(load(ns.config, ns.overrides), ns.method)
+            report(ns.readme, ns.runs)
+        elif ns.command == "reproduce":
+            reproduce(ns.scale, [int(s) for s in ns.seeds.split(",")], ns.overrides, ns.output)
+        elif ns.command == "train":
+            train(load(ns.config, ns.overrides), ns.method)
+        else:
+            evaluate_model(load(ns.config, ns.overrides), ns.method)
+    except ConfigError as exc:  # configuration and data errors: one line, no traceback
+        raise SystemExit(f"sdar: {exc}") from None
 
 
 if __name__ == "__main__":

@@ -31,10 +31,15 @@ class SDARConfig(GRPOConfig):
         skill_position (`str`, *optional*, defaults to `"legacy"`): where the privileged block goes: `legacy` before
             the whole chat-templated prompt (SDAR's results), `user` right after the user header (AgentOPSD's fork).
         micro_batch_rows (`int`, *optional*, defaults to `32`): turn-rows per forward/backward (verl-agent
-            `ppo_micro_batch_size_per_gpu`=32 on ALFWorld). A rollout is fitted to `steps_per_generation *
-            micro_batch_rows` rows.
-        row_padding (`str`, *optional*, defaults to `"zero"`): how short rollouts fill the row budget: `zero`
-            (padding rows carry no loss) or `duplicate` (random real rows repeated, verl-agent `adjust_batch`).
+            `ppo_micro_batch_size_per_gpu`=32 on ALFWorld). An optimizer step takes `gradient_accumulation_steps`
+            micro-batches per rank, i.e. a mini-batch of `world * gradient_accumulation_steps * micro_batch_rows`
+            rows (verl-agent `ppo_mini_batch_size`), and a rollout makes ceil(rows / mini-batch) optimizer steps.
+        num_rollouts (`int`, *optional*, defaults to `150`): training length in rollouts (verl `total_epochs` /
+            `total_training_steps`: one rollout per training step); the learning-rate schedule counts rollouts too.
+            `max_steps` is derived from it and must not be set.
+
+    `per_device_train_batch_size * steps_per_generation` is the number of episodes a rank plays per rollout (TRL's
+    generation batch); it must be a multiple of `num_generations`.
     """
 
     sdar_coef: float = field(default=0.01, metadata={"help": "lambda of the SDAR term. Paper: all scripts, 0.01."})
@@ -47,7 +52,7 @@ class SDARConfig(GRPOConfig):
     eval_with_skills: bool = field(default=False, metadata={"help": "Evaluate with skills (Table 1 `*` rows)."})
     skill_position: str = field(default="legacy", metadata={"help": "legacy (SDAR) or user (AgentOPSD fork)."})
     micro_batch_rows: int = field(default=32, metadata={"help": "Rows per forward. Paper: micro-batch 32 (ALFWorld)."})
-    row_padding: str = field(default="zero", metadata={"help": "zero (no loss) or duplicate (verl-agent)."})
+    num_rollouts: int = field(default=150, metadata={"help": "Training length in rollouts. Paper: 150."})
 
     # --- re-defaulted GRPOConfig fields (verl defaults kept by the paper, sdar.md 2.5 and section 4) ---
     learning_rate: float = field(default=1e-6, metadata={"help": "actor.optim.lr=1e-6, constant."})
@@ -69,6 +74,28 @@ class SDARConfig(GRPOConfig):
     )
     logging_steps: float = field(default=1, metadata={"help": "Log every optimizer step."})
     report_to: str | list[str] | None = field(default="none", metadata={"help": "W&B etc. are opt-in."})
+
+
+    def __post_init__(self):
+        if self.max_steps > 0:
+            raise ValueError(
+                f"max_steps={self.max_steps} is set, but SDAR counts training in rollouts (a rollout makes a variable "
+                "number of optimizer steps); set trainer.num_rollouts instead (paper: 150)."
+            )
+        super().__post_init__()
+
+
+@dataclass
+class LaunchConfig:
+    """How many processes a config is sized for (its per-rank sizes give the paper's global batch on this many).
+
+    Args:
+        num_processes (`int`): processes (GPUs) over all machines; `make reproduce SCALE=paper` launches this many.
+        num_machines (`int`): nodes (see the README's multi-node recipe).
+    """
+
+    num_processes: int = 1
+    num_machines: int = 1
 
 
 ENV_TO_PROMPT = {"alfworld": "alfworld", "webshop": "webshop", "search_qa": "search", "textrooms": "textrooms"}

@@ -1,10 +1,13 @@
-"""SDAR's equations as pure tensor functions (papers/sdar.md 2.3, 2.4, 2.6; official code ZJU-REAL/SDAR@8b85c23).
+"""SDAR's equations as pure tensor functions (paper arXiv 2605.15155 section 3; official code ZJU-REAL/SDAR@8b85c23).
 
-- `row_rewards`: R_row = R_episode - coef * 1[invalid(row)] (verl-agent invalid-action penalty, sdar.md 2.3).
-- `grpo_row_advantages`: verl-agent GRPO over turn-rows grouped by `uid`, unbiased std, eps 1e-6 (sdar.md 2.4).
+- `row_rewards`: R_row = R_episode - coef * 1[invalid(row)] (verl-agent `apply_invalid_action_penalty`).
+- `grpo_row_advantages`: verl-agent GRPO over turn-rows grouped by `uid`, unbiased std, eps 1e-6
+  (`core_algos.compute_grpo_outcome_advantage`).
 - `gated_distillation_loss`: the SDAR term, token-mean of g * (l_T - l_S) with g = sg(sigmoid(beta * (l_T - sg(l_S))))
-  (sdar.md 2.6; `verl/trainer/ppo/sdar_utils.py`).
-- `gate_statistics`: the logged `sdar/*` metrics (sdar.md 2.10).
+  (`verl/trainer/ppo/sdar_utils.py`).
+- `step_loss`: one micro-batch's share of an optimizer step's total actor loss, L = pg - c_ent H + c_KL k3 + lambda
+  L_SDAR, every term summed over tokens and divided by the step's global token count.
+- `gate_statistics`: the logged `sdar/*` metrics.
 """
 
 import torch
@@ -67,6 +70,80 @@ def gated_distillation_loss(student_logps: Tensor, teacher_logps: Tensor, mask: 
     per_token = gate * (teacher_logps - student_logps)  # (B, T)
     mask = mask.to(per_token.dtype)
     return (per_token * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def dual_clip_policy_loss(logps: Tensor, old_logps: Tensor, advantages: Tensor, *, eps_low: float, eps_high: float,
+                          clip_c: float) -> Tensor:  # fmt: skip
+    """Per-token PPO clipped surrogate with dual clip (verl `core_algos.compute_policy_loss`, `clip_ratio_c`).
+
+    pg = max(-A r, -A clip(r, 1 - eps_low, 1 + eps_high)); for A < 0 also capped at -A c.
+
+    Args:
+        logps, old_logps: (B, T) current (with grad) and rollout-time log-probs of the sampled tokens.
+        advantages: (B,) per-row advantages.
+    Returns:
+        (B, T) per-token loss.
+    """
+    adv = advantages.unsqueeze(1)  # (B, 1)
+    ratio = torch.exp(logps - old_logps)  # (B, T)
+    pg = torch.maximum(-adv * ratio, -adv * torch.clamp(ratio, 1 - eps_low, 1 + eps_high))
+    return torch.where(adv < 0, torch.minimum(pg, -adv * clip_c), pg)
+
+
+def k3_kl(logps: Tensor, ref_logps: Tensor) -> Tensor:
+    """verl `kl_penalty(..., "low_var_kl")`: k3 = exp(d) - d - 1 with d = l_ref - l, clamped to [-10, 10]. (B, T)"""
+    d = ref_logps - logps
+    return torch.clamp(torch.exp(d) - d - 1, min=-10.0, max=10.0)
+
+
+def step_loss(
+    logps: Tensor,
+    entropies: Tensor,
+    mask: Tensor,
+    advantages: Tensor,
+    old_logps: Tensor,
+    ref_logps: Tensor | None,
+    teacher_logps: Tensor | None,
+    *,
+    token_normalizer: float,
+    eps_low: float,
+    eps_high: float,
+    clip_c: float,
+    kl_coef: float,
+    entropy_coef: float,
+    sdar_coef: float,
+    gate_beta: float,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """This micro-batch's share of one optimizer step's actor loss (SDAR's total loss, verl-agent PPO actor):
+
+    L = sum_t m_t [pg_t + c_KL k3_t - c_ent H_t + lambda g_t (l^T_t - l^S_t)] / token_normalizer
+
+    With `token_normalizer` = (real loss tokens of the whole step over all ranks) / world size, the gradient that the
+    data-parallel mean produces is the token-mean of every term over all of the step's tokens, whatever micro-batch
+    or rank holds them.
+
+    Args:
+        logps, entropies: (B, T) student log-probs (with grad) and entropies of the loss forward.
+        mask: (B, T) loss mask. advantages: (B,). old_logps, ref_logps, teacher_logps: (B, T), constants.
+    Returns:
+        `(loss, sums)`: the scalar to backpropagate, and detached per-term token sums (for logging).
+    """
+    m = mask.to(logps.dtype)
+    pg = dual_clip_policy_loss(logps, old_logps, advantages, eps_low=eps_low, eps_high=eps_high, clip_c=clip_c)
+    per_token = pg - entropy_coef * entropies
+    sums = {"pg": (pg * m).sum(), "entropy": (entropies * m).sum()}
+    if ref_logps is not None:
+        kl = k3_kl(logps, ref_logps)
+        per_token = per_token + kl_coef * kl
+        sums["kl"] = (kl * m).sum()
+    if teacher_logps is not None:
+        teacher_logps = teacher_logps.detach()
+        gate = torch.sigmoid(gate_beta * (teacher_logps - logps.detach()))  # (B, T) g_t, constant
+        sdar = gate * (teacher_logps - logps)
+        per_token = per_token + sdar_coef * sdar
+        sums["sdar"] = (sdar * m).sum()
+    loss = (per_token * m).sum() / token_normalizer
+    return loss, {k: v.detach() for k, v in sums.items()}
 
 
 def gate_statistics(student_logps: Tensor, teacher_logps: Tensor, mask: Tensor, *, gate_beta: float) -> dict:

@@ -1,25 +1,61 @@
 """`sdar report`: the README results table and learning curves, generated from result files only.
 
-Paper numbers come from `sdar/paper_results.json` (which cites Table 1); ours from `sdar/results/<scale>/<method>/
-seed*/results.json`. A row with no result file says `not run`.
+`sdar report --runs runs/sdar` first copies every finished run (its `results.json`, curve, episodes and config) from
+the runs folder into `<README folder>/results/<scale>/<method>/<run>/`; the tables are then rebuilt from those files
+only. Paper numbers come from `<README folder>/paper_results.json` (Table 1 of the paper). A row with no result file
+says `not run`. Each paper metric is computed as the paper computes it (`paper_metric`).
 """
 
 import json
+import logging
+import shutil
+import statistics
 from pathlib import Path
 
 from agentrl_shared.report import markdown_table, mean_std, plot_curves, replace_block
 
 
-PACKAGE_DIR = Path(__file__).resolve().parents[2]
-RESULTS = PACKAGE_DIR / "results"
+logger = logging.getLogger(__name__)
+RUN_FILES = ("results.json", "eval_curve.jsonl", "episodes.jsonl", "config.json")
+# Table 1's Search-QA sources (the seven `data_source` values of the Search-R1 test set)
+SEARCH_SOURCES = ("nq", "triviaqa", "popqa", "hotpotqa", "2wikimultihopqa", "musique", "bamboogle")
+
+
+def paper_metric(env: str, final: dict) -> float:
+    """The number Table 1 reports, from a results summary (fractions in [0, 1]).
+
+    Search-QA "Avg" is the unweighted mean of the seven per-source exact-match rates (for GRPO-3B:
+    (39.3 + 60.6 + 41.1 + 37.4 + 34.6 + 15.4 + 26.4) / 7 = 36.4), not EM pooled over questions. ALFWorld "Avg" is the
+    success rate over all evaluated games (pooled), not the mean of the six per-type rates. WebShop "Acc" is the
+    success rate.
+    """
+    if env == "search_qa":
+        sources = [s for s in SEARCH_SOURCES if f"{s}_success_rate" in final]
+        if not sources:
+            raise ValueError("Search-QA results carry no per-source success rates (task_type = data_source).")
+        return statistics.fmean(final[f"{s}_success_rate"] for s in sources)
+    return final["success_rate_mean"]
+
+
+def collect_runs(runs: Path, results: Path) -> int:
+    """Copy every finished run (`<scale>/<method>/<run>/results.json`) from `runs` into `results`; returns the count."""
+    n = 0
+    for path in sorted(runs.glob("*/*/*/results.json")):
+        keep = results / path.parent.relative_to(runs)
+        keep.mkdir(parents=True, exist_ok=True)
+        for name in RUN_FILES:
+            if (path.parent / name).exists():
+                shutil.copy(path.parent / name, keep / name)
+        n += 1
+    return n
 METHOD_NAMES = {"untrained": "Vanilla", "grpo": "GRPO", "grpo_opsd": "GRPO+OPSD", "sdar": "SDAR", "opsd": "OPSD"}
 PAPER_MODELS = {"qwen2.5-3b": "Qwen2.5-3B-Instruct", "qwen2.5-7b": "Qwen2.5-7B-Instruct", "qwen3-1.7b": "Qwen3-1.7B"}
 
 
-def load_runs(scale: str) -> dict[str, list[dict]]:
+def load_runs(results: Path, scale: str) -> dict[str, list[dict]]:
     """`{method: [results.json payloads, one per seed]}` for one scale."""
     runs: dict[str, list[dict]] = {}
-    for path in sorted((RESULTS / scale).glob("*/seed*/results.json")):
+    for path in sorted((results / scale).glob("*/seed*/results.json")):
         runs.setdefault(path.parent.parent.name, []).append(json.loads(path.read_text()))
     return runs
 
@@ -37,15 +73,14 @@ def cpu_table(runs: dict[str, list[dict]]) -> str:
     return markdown_table(["Env", "Model", "Method", "Metric", "Paper", "Ours (mean +- std, n seeds)", "commit"], rows)
 
 
-def paper_table(runs: dict[str, list[dict]]) -> str:
-    paper = json.loads((PACKAGE_DIR / "paper_results.json").read_text())
+def paper_table(runs: dict[str, list[dict]], paper: dict) -> str:
     rows = []
     for model, envs in paper["results"].items():
         for env, methods in envs.items():
             for method in ("GRPO", "SDAR"):
                 key = "grpo" if method == "GRPO" else "sdar"
                 mine = [p for p in runs.get(key, []) if p["env"] == env and p["model"].endswith(model)]
-                values = [p["final"]["success_rate_mean"] for p in mine]
+                values = [paper_metric(env, p["final"]) for p in mine]
                 commits = ", ".join(sorted({p["commit"] for p in mine})) or "-"
                 rows.append(
                     [env, model, method, paper["metrics"][env], f"{methods[method]:.1f}", mean_std(values), commits]
@@ -67,13 +102,19 @@ def curves(runs: dict[str, list[dict]], path: Path) -> None:
     plot_curves(series, path, "rollouts", "held-out success % (greedy)", "TextRooms, SmolLM2-135M (CPU scale)")
 
 
-def report() -> None:
-    readme_path = PACKAGE_DIR / "README.md"
-    text = readme_path.read_text()
-    cpu = load_runs("cpu")
+def report(readme: Path, runs: Path | None = None) -> None:
+    """Rebuild `readme`'s result blocks (and the CPU learning curves) from `<readme folder>/results`, after copying
+    finished runs from `runs` there when given."""
+    package = readme.parent
+    results = package / "results"
+    if runs is not None:
+        logger.info(f"report: copied {collect_runs(runs, results)} finished runs from {runs} to {results}")
+    text = readme.read_text()
+    cpu = load_runs(results, "cpu")
     text = replace_block(text, "results-cpu", cpu_table(cpu))
-    text = replace_block(text, "results-paper", paper_table(load_runs("paper")))
-    readme_path.write_text(text)
+    paper = json.loads((package / "paper_results.json").read_text())
+    text = replace_block(text, "results-paper", paper_table(load_runs(results, "paper"), paper))
+    readme.write_text(text)
     if cpu:
-        curves(cpu, RESULTS / "cpu" / "learning_curves.png")
-    print(f"[report] wrote {readme_path}")
+        curves(cpu, results / "cpu" / "learning_curves.png")
+    logger.info(f"report: wrote {readme}")

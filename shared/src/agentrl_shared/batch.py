@@ -1,87 +1,151 @@
-"""Collected rows -> TRL's generation->loss dict (trl-notes sections 3 and 16.8).
+"""One rollout's per-turn rows -> optimizer steps: every row used once, ranks in lock-step, global token weights.
 
-TRL splits whatever `_generate_and_score_completions` returns into exactly `steps_per_generation` micro-batches, so
-the rows of a rollout are fitted to a fixed budget of `steps_per_generation * micro_batch_rows` rows: that bounds
-memory per forward/backward and fixes the optimizer updates per rollout at `steps_per_generation /
-gradient_accumulation_steps` (the paper's mini-batches; verl-agent `ppo_mini_batch_size`). Short rollouts are padded
-with rows that carry zero loss (`row_padding="zero"`) or, as verl-agent's `adjust_batch` does, with duplicates of
-random real rows (`"duplicate"`); long ones are subsampled uniformly and the drop is logged.
+verl-agent (langfengQ/verl-agent@796ed31, `verl/trainer/ppo/ray_trainer.py`) trains each rollout's rows as follows:
+`_balance_batch` gives every data-parallel rank the same number of rows with similar token counts; each rank's rows
+are cut into mini-batches of `ppo_mini_batch_size / world` rows (one optimizer step each, so a rollout makes
+ceil(rows / mini-batch) steps, the last one partial) and micro-batches of `ppo_micro_batch_size_per_gpu` rows. Its
+`adjust_batch` first duplicates random rows until the row count divides lcm(micro sizes) x world; those duplicates
+enter the group statistics and the loss.
+
+`plan_steps` keeps the same step structure without duplicates: rows are balanced across ranks by tokens (counts
+differ by at most one) and shuffled within each rank (the SDAR update iterates over shuffled mini-batches), the number of optimizer steps is ceil(max rows on a rank / rows per step), and every rank
+runs the same number of micro-batches, a rank with fewer rows getting empty ones (a single row that carries no loss)
+at the end. Every optimizer step's loss is then divided by the global number of real loss tokens of that step's rows
+(`StepPlan.step_tokens`), so every real token of a step weighs the same whatever rank or micro-batch holds it.
+`rows_to_batch` pads one micro-batch to its own longest prompt and completion.
 """
 
 import random
+from dataclasses import dataclass
 
 import torch
 
-from .rollout import Row
 
+@dataclass
+class StepPlan:
+    """Which rows each rank trains on, in which micro-batch and optimizer step; computed identically on every rank.
 
-PADDING_MODES = ("zero", "duplicate")
-
-
-def select_rows(num_rows: int, budget: int, padding: str, rng: random.Random) -> tuple[list[int], list[bool]]:
-    """Indices of the rows that fill a `budget`-row batch and, per slot, whether it carries loss.
-
-    Over budget: a uniform random subset (kept in rollout order). Under budget: every row, then padding slots that
-    repeat random rows; their loss is zeroed for `padding="zero"` and kept for `"duplicate"`.
+    Args:
+        ranks (`list[list[int]]`): global row indices per rank, in training order.
+        micro_rows (`int`): rows per micro-batch (one forward/backward).
+        micro_per_step (`int`): micro-batches per optimizer step (gradient accumulation).
+        num_steps (`int`): optimizer steps of this rollout, the same on every rank.
+        step_tokens (`list[int]`): real loss tokens of each step's rows over all ranks (the loss normaliser).
     """
-    if padding not in PADDING_MODES:
-        raise ValueError(f"Unknown row padding {padding!r}; valid: {', '.join(PADDING_MODES)}.")
-    if num_rows == 0:
-        raise ValueError("No rows to train on: every episode failed before its first turn.")
-    if num_rows >= budget:
-        return sorted(rng.sample(range(num_rows), budget)), [True] * budget
-    extra = [rng.randrange(num_rows) for _ in range(budget - num_rows)]
-    return list(range(num_rows)) + extra, [True] * num_rows + [padding == "duplicate"] * len(extra)
+
+    ranks: list[list[int]]
+    micro_rows: int
+    micro_per_step: int
+    num_steps: int
+    step_tokens: list[int]
+
+    def micro_batches(self, rank: int) -> list[list[int]]:
+        """`num_steps * micro_per_step` lists of global row indices for `rank`; trailing ones may be empty."""
+        rows = self.ranks[rank]
+        total = self.num_steps * self.micro_per_step
+        return [rows[k * self.micro_rows : (k + 1) * self.micro_rows] for k in range(total)]
+
+    def step_of_micro_batch(self, k: int) -> int:
+        return k // self.micro_per_step
+
+
+def balance_rows(num_tokens: list[int], world: int) -> list[list[int]]:
+    """Split rows over `world` ranks: equal counts (+-1) and balanced token sums (verl `_balance_batch`, which uses
+    Karmarkar-Karp with equal sizes; here the longest-first greedy). Deterministic; each rank's rows in rollout order."""
+    n = len(num_tokens)
+    capacity = [n // world + (r < n % world) for r in range(world)]
+    load, out = [0] * world, [[] for _ in range(world)]
+    for i in sorted(range(n), key=lambda i: (-num_tokens[i], i)):
+        r = min((r for r in range(world) if len(out[r]) < capacity[r]), key=lambda r: (load[r], r))
+        out[r].append(i)
+        load[r] += num_tokens[i]
+    return [sorted(rows) for rows in out]
+
+
+def plan_steps(
+    num_tokens: list[int],
+    loss_tokens: list[int],
+    world: int,
+    micro_rows: int,
+    micro_per_step: int,
+    rng: random.Random | None = None,
+) -> StepPlan:
+    """Plan one rollout's optimizer steps from every row's token count (prompt + completion) and loss-token count.
+
+    With `rng` (seeded alike on every rank) each rank's rows are shuffled before they are cut into steps.
+
+    Raises `ValueError` when no rank holds a row (every episode failed before its first turn); the inputs are the
+    same on every rank, so every rank raises together.
+    """
+    if not num_tokens:
+        raise ValueError("No rows to train on: every episode on every rank failed before its first turn.")
+    ranks = balance_rows(num_tokens, world)
+    if rng is not None:
+        for rows in ranks:
+            rng.shuffle(rows)
+    rows_per_step = micro_rows * micro_per_step
+    num_steps = -(-max(len(r) for r in ranks) // rows_per_step)
+    step_tokens = [
+        sum(loss_tokens[i] for rows in ranks for i in rows[j * rows_per_step : (j + 1) * rows_per_step])
+        for j in range(num_steps)
+    ]
+    return StepPlan(ranks, micro_rows, micro_per_step, num_steps, step_tokens)
+
+
+def left_pad(seqs: list[list[int]], pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, L) ids and mask, left-padded to the longest sequence."""
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_token_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for b, s in enumerate(seqs):
+        if s:
+            ids[b, width - len(s) :] = torch.tensor(s)
+            mask[b, width - len(s) :] = 1
+    return ids, mask
 
 
 def rows_to_batch(
-    rows: list[Row],
-    advantages: torch.Tensor,
-    budget: int,
+    prompts: list[list[int]],
+    completions: list[list[int]],
+    carries_loss: list[bool],
+    advantages: list[float],
     pad_token_id: int,
-    rng: random.Random,
-    padding: str = "zero",
-    device: torch.device | str = "cpu",
-) -> dict:
-    """Left-padded prompts, right-padded completions, masks and advantages for `budget` rows.
+    teacher_prompts: list[list[int]] | None = None,
+) -> tuple[dict, dict]:
+    """One micro-batch in TRL's loss-dict layout, padded to its own longest prompt and completion.
 
-    Args:
-        rows (`list[Row]`): the rollout's rows; rows of failed episodes get a zero completion mask.
-        advantages (`torch.Tensor`): (N,) per-row or (N, T_max) per-token advantages, aligned with `rows`.
-        budget (`int`): rows in the returned batch (`steps_per_generation * micro_batch_rows`).
+    An empty micro-batch (a rank with fewer rows than the step structure) becomes one pad-token row with no loss, so
+    that every rank still runs the forward and backward (ZeRO-3 gathers parameters collectively).
 
     Returns:
-        `dict` with `prompt_ids`/`prompt_mask` (B, P), `completion_ids`/`completion_mask` (B, C), `advantages` (B,) or
-        (B, C), `row_index` (B,) (index into `rows`, for package-specific per-row tensors), `loss_row` (B,) bool, and
-        `rows_dropped` (int).
+        `(batch, info)`: `batch` has `prompt_ids`/`prompt_mask` (B, P) left-padded, `completion_ids`/
+        `completion_mask` (B, C) right-padded (mask 0 on rows that carry no loss), `advantages` (B,), and
+        `teacher_prompt_ids`/`teacher_prompt_mask` when `teacher_prompts` is given; `info` has `rows` (real rows)
+        and `loss_tokens`.
     """
-    index, carries_loss = select_rows(len(rows), budget, padding, rng)
-    chosen = [rows[i] for i in index]
-    P = max(len(r.prompt_ids) for r in chosen)
-    C = max(max(len(r.completion_ids) for r in chosen), 1)
-    prompt_ids = torch.full((budget, P), pad_token_id, dtype=torch.long)  # (B, P) left-padded
-    prompt_mask = torch.zeros((budget, P), dtype=torch.long)
-    completion_ids = torch.full((budget, C), pad_token_id, dtype=torch.long)  # (B, C) right-padded
-    completion_mask = torch.zeros((budget, C), dtype=torch.long)
-    for b, (row, keep) in enumerate(zip(chosen, carries_loss, strict=True)):
-        p, c = len(row.prompt_ids), len(row.completion_ids)
-        prompt_ids[b, P - p :] = torch.tensor(row.prompt_ids)
-        prompt_mask[b, P - p :] = 1
+    rows = len(prompts)
+    if rows == 0:
+        prompts, completions, carries_loss, advantages = [[pad_token_id]], [[pad_token_id]], [False], [0.0]
+        teacher_prompts = None if teacher_prompts is None else [[pad_token_id]]
+    prompt_ids, prompt_mask = left_pad(prompts, pad_token_id)  # (B, P)
+    C = max(max(len(c) for c in completions), 1)
+    completion_ids = torch.full((len(completions), C), pad_token_id, dtype=torch.long)  # (B, C) right-padded
+    completion_mask = torch.zeros((len(completions), C), dtype=torch.long)
+    for b, (c, keep) in enumerate(zip(completions, carries_loss, strict=True)):
         if c:
-            completion_ids[b, :c] = torch.tensor(row.completion_ids)
-            completion_mask[b, :c] = int(keep and not row.failed)
-    adv = advantages[torch.tensor(index)]
-    if adv.dim() == 2:  # per-token advantages: fit to C columns
-        adv = adv[:, :C] if adv.size(1) >= C else torch.nn.functional.pad(adv, (0, C - adv.size(1)))
-    loss_row = completion_mask.any(dim=1)
-    adv = adv * loss_row.view(-1, *([1] * (adv.dim() - 1)))  # padding and failed rows: advantage 0
-    return {
-        "prompt_ids": prompt_ids.to(device),
-        "prompt_mask": prompt_mask.to(device),
-        "completion_ids": completion_ids.to(device),
-        "completion_mask": completion_mask.to(device),
-        "advantages": adv.float().to(device),
-        "row_index": torch.tensor(index, device=device),
-        "loss_row": loss_row.to(device),
-        "rows_dropped": max(len(rows) - budget, 0),
+            completion_ids[b, : len(c)] = torch.tensor(c)
+            completion_mask[b, : len(c)] = int(keep)
+    keep = torch.tensor(carries_loss, dtype=torch.float)
+    batch = {
+        "prompt_ids": prompt_ids,
+        "prompt_mask": prompt_mask,
+        "completion_ids": completion_ids,
+        "completion_mask": completion_mask,
+        "advantages": torch.tensor(advantages, dtype=torch.float) * keep,  # (B,)
     }
+    if teacher_prompts is not None:
+        batch["teacher_prompt_ids"], batch["teacher_prompt_mask"] = left_pad(teacher_prompts, pad_token_id)
+    return batch, {"rows": rows, "loss_tokens": int(completion_mask.sum())}
+
+
+__all__ = ["StepPlan", "balance_rows", "left_pad", "plan_steps", "rows_to_batch"]

@@ -102,7 +102,10 @@ def build_section(cls: type, values: dict, where: str):
     for key in values:
         if key not in valid:
             raise _unknown(f"{cls.__name__} key", key, valid, where)
-    return cls(**values)
+    try:
+        return cls(**values)
+    except (TypeError, ValueError) as exc:  # a dataclass's own validation (e.g. GRPOConfig.__post_init__)
+        raise ConfigError(f"{where}: {exc}") from exc
 
 
 def load_config(name_or_path: str, overrides: list[str], sections: dict[str, type], package: str) -> dict:

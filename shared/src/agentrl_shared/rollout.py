@@ -3,14 +3,16 @@
 All episodes of the rank advance together: each turn builds every active episode's prompt (task, last H turns,
 current observation, admissible actions), makes ONE batched generation call, projects the texts to actions (invalid
 ones are flagged and still stepped, verl-agent `projection.py`), steps the environments in the worker pool, and
-records one `Row` per generation. Every rank makes the same number of generation calls (`sync_active`), generating
-for a dummy prompt when it has nothing active, because vLLM server mode and ZeRO-3 gathers are collective
-(trl-notes 7.4, 4.1 trap 4). A crashed or hung environment ends its episode as failed; the run goes on.
+records one `Row` per generation. Every rank makes the same number of generation calls (`prompt_count`), padding its
+prompt list with dummy prompts whose results are discarded: HF generation under ZeRO-3 gathers parameters
+collectively, and TRL's vLLM server and tensor-parallel colocate paths gather every rank's prompts and hand the
+results back by rank offset (`process_index * len(prompts)`, trl `generation/vllm_generation.py`), which is right only
+when every rank sends as many prompts. A crashed or hung environment ends its episode as failed; the run goes on.
 """
 
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from .envs.base import EnvFailure
@@ -28,17 +30,17 @@ class Row:
 
     prompt_ids: list[int]
     completion_ids: list[int]
-    sampling_logps: list[float] | None
-    prompt_text: str  # the chat-templated prompt (SDAR's teacher prepends skills to it)
+    prompt_text: str  # the chat-templated prompt
     completion_text: str
     action: str
     is_action_valid: bool
     group_id: int
     episode_id: int
     turn_idx: int
-    role: str = "act"
     prompt_truncated: bool = False
     failed: bool = False  # set on every row of an episode whose environment crashed or timed out
+    teacher_prompt_ids: list[int] | None = None  # the same turn's prompt through `teacher_transform` (SDAR)
+    teacher_prompt_truncated: bool = False
 
 
 @dataclass
@@ -74,6 +76,9 @@ class RolloutCollector:
             (verl-agent `data.max_prompt_length`).
         prompt_transform (`Callable[[str, dict], str]`, *optional*): rewrites the templated prompt text of a task
             (e.g. a Skill-GRPO baseline that puts skills in the student prompt).
+        teacher_transform (`Callable[[str, dict], str]`, *optional*): a second rewrite of the same turn's prompt,
+            tokenised and truncated like the student's and recorded as `Row.teacher_prompt_ids` (e.g. SDAR's
+            skill-conditioned teacher), so the trainer never re-tokenises prompts after the rollout.
         chat_template_kwargs (`dict`, *optional*): e.g. `{"enable_thinking": False}` for Qwen3.
     """
 
@@ -86,10 +91,11 @@ class RolloutCollector:
         max_prompt_length: int,
         prompt_transform: Callable[[str, dict], str] | None = None,
         chat_template_kwargs: dict | None = None,
+        teacher_transform: Callable[[str, dict], str] | None = None,
     ):
         self.pool, self.prompt, self.tokenizer = pool, prompt, tokenizer
         self.max_turns, self.max_prompt_length = max_turns, max_prompt_length
-        self.prompt_transform = prompt_transform
+        self.prompt_transform, self.teacher_transform = prompt_transform, teacher_transform
         self.chat_template_kwargs = chat_template_kwargs or {}
         self.timings: Counter = Counter()
 
@@ -101,18 +107,25 @@ class RolloutCollector:
         )
         return text + self.prompt.assistant_prefix
 
+    def _tokenize(self, text: str) -> tuple[list[int], bool]:
+        """Token ids of a prompt, left-truncated to `max_prompt_length` (verl-agent `truncation="left"`)."""
+        ids = self.tokenizer(text, add_special_tokens=False).input_ids
+        return ids[-self.max_prompt_length :], len(ids) > self.max_prompt_length
+
     def collect(
         self,
         tasks: list[dict],
         group_ids: list[int],
         seeds: list[int],
         generate: GenerateFn,
-        sync_active: Callable[[int], int] = lambda n: n,
+        prompt_count: Callable[[int], int] = lambda n: n,
         episode_offset: int = 0,
     ) -> list[Episode]:
         """Play one episode per task (slot i plays task i) until all are done or hit `max_turns`.
 
-        `sync_active(n_local)` returns the number of active episodes over all ranks; the loop runs while it is > 0.
+        `prompt_count(n_active)` returns how many prompts this rank sends this turn (the same on every rank in a
+        multi-rank run, see `equal_prompt_count`); the prompts beyond `n_active` are dummies whose results are
+        discarded. The loop ends when it returns 0.
         """
         if len(tasks) > self.pool.num_slots:
             raise ValueError(f"{len(tasks)} episodes but the pool has {self.pool.num_slots} slots; raise num_slots.")
@@ -132,22 +145,25 @@ class RolloutCollector:
                 current[i] = step
         for turn in range(self.max_turns):
             active = [i for i in current if episodes[i].stop_reason == "running"]
-            if sync_active(len(active)) == 0:
+            n_prompts = prompt_count(len(active))
+            if n_prompts == 0:
                 break
-            texts, ids, truncated = [], [], []
+            texts, ids, truncated, teacher = [], [], [], []
             for i in active:
                 step = current[i]
                 task_text = step.info.get("instruction") or episodes[i].task.get("instruction", "")
                 text = self.prompt_text(task_text, histories[i], step.observation, step.info["admissible_actions"])
                 if self.prompt_transform is not None:
                     text = self.prompt_transform(text, episodes[i].task)
-                tok = self.tokenizer(text, add_special_tokens=False).input_ids
-                truncated.append(len(tok) > self.max_prompt_length)
+                tok, cut = self._tokenize(text)
                 texts.append(text)
-                ids.append(tok[-self.max_prompt_length :])
+                ids.append(tok)
+                truncated.append(cut)
+                if self.teacher_transform is not None:
+                    teacher.append(self._tokenize(self.teacher_transform(text, episodes[i].task)))
+            dummies = [[self.tokenizer.pad_token_id]] * (n_prompts - len(active))
             t0 = time.perf_counter()
-            # keep every rank's generation calls in lock-step: a rank with nothing active generates for a dummy
-            completions, logps = generate(ids if ids else [[self.tokenizer.pad_token_id]])
+            completions, _ = generate(ids + dummies)  # the dummies' completions are dropped below
             self.timings["generate_s"] += time.perf_counter() - t0
             if not active:
                 continue
@@ -160,7 +176,6 @@ class RolloutCollector:
                     Row(
                         prompt_ids=ids[k],
                         completion_ids=list(completions[k]),
-                        sampling_logps=None if logps is None else list(logps[k]),
                         prompt_text=texts[k],
                         completion_text=completion_text,
                         action=action,
@@ -169,6 +184,8 @@ class RolloutCollector:
                         episode_id=episodes[i].episode_id,
                         turn_idx=turn,
                         prompt_truncated=truncated[k],
+                        teacher_prompt_ids=teacher[k][0] if teacher else None,
+                        teacher_prompt_truncated=teacher[k][1] if teacher else False,
                     )
                 )
             t0 = time.perf_counter()
@@ -198,24 +215,65 @@ class RolloutCollector:
             row.failed = True
 
 
-def episode_metrics(episodes: list[Episode], prefix: str = "env") -> dict[str, float]:
+def equal_prompt_count(local: int, counts: Iterable[int], equal_lists: bool) -> int:
+    """Prompts this rank sends this turn, given its active-episode count and every rank's (`counts`).
+
+    0 when no rank has an active episode. With `equal_lists` (TRL's vLLM server mode and colocate with tensor
+    parallel > 1, which hand results back by rank offset) every rank sends the largest count; otherwise a rank sends
+    its own count, and one dummy while another rank is still active (ZeRO-3 generation is collective).
+    """
+    counts = list(counts)
+    if max(counts) == 0:
+        return 0
+    return max(counts) if equal_lists else max(local, 1)
+
+
+def episode_counts(episodes: list[Episode]) -> dict[str, float]:
+    """Sums over episodes and rows (add them over ranks, then `metrics_from_counts`)."""
+    ok = [e for e in episodes if not e.failed]
+    rows = [r for e in episodes for r in e.rows]
+    out = Counter(
+        {
+            "episodes": len(episodes),
+            "ok": len(ok),
+            "won": sum(e.won for e in ok),
+            "failed": sum(e.failed for e in episodes),
+            "ok_turns": sum(len(e.rows) for e in ok),
+            "rows": len(rows),
+            "invalid_rows": sum(not r.is_action_valid for r in rows),
+            "truncated_rows": sum(r.prompt_truncated for r in rows),
+        }
+    )
+    for e in episodes:
+        out[f"stop/{e.stop_reason}"] += 1
+    for e in ok:
+        out[f"type/{e.task.get('task_type')}/episodes"] += 1
+        out[f"type/{e.task.get('task_type')}/won"] += e.won
+    return dict(out)
+
+
+def metrics_from_counts(counts: dict[str, float], prefix: str = "env") -> dict[str, float]:
     """Success rate overall and per task type, turns, invalid-action ratio, failures and stop reasons.
 
     Failed episodes (environment crash or timeout) count in `env/failed_ratio` and are left out of success rates.
     """
-    ok = [e for e in episodes if not e.failed]
-    rows = [r for e in episodes for r in e.rows]
+    n, ok, rows = counts.get("episodes", 0), counts.get("ok", 0), counts.get("rows", 0)
     out = {
-        f"{prefix}/success_rate": sum(e.won for e in ok) / max(len(ok), 1),
-        f"{prefix}/num_episodes": float(len(episodes)),
-        f"{prefix}/failed_ratio": sum(e.failed for e in episodes) / max(len(episodes), 1),
-        f"{prefix}/turns_mean": sum(len(e.rows) for e in ok) / max(len(ok), 1),
-        f"{prefix}/invalid_action_ratio": sum(not r.is_action_valid for r in rows) / max(len(rows), 1),
-        f"{prefix}/prompt_truncated_ratio": sum(r.prompt_truncated for r in rows) / max(len(rows), 1),
+        f"{prefix}/success_rate": counts.get("won", 0) / max(ok, 1),
+        f"{prefix}/num_episodes": float(n),
+        f"{prefix}/failed_ratio": counts.get("failed", 0) / max(n, 1),
+        f"{prefix}/turns_mean": counts.get("ok_turns", 0) / max(ok, 1),
+        f"{prefix}/invalid_action_ratio": counts.get("invalid_rows", 0) / max(rows, 1),
+        f"{prefix}/prompt_truncated_ratio": counts.get("truncated_rows", 0) / max(rows, 1),
     }
     for reason in ("done", "turn_limit", "env_error"):
-        out[f"{prefix}/stop/{reason}"] = sum(e.stop_reason == reason for e in episodes) / max(len(episodes), 1)
-    for task_type in sorted({str(e.task.get("task_type")) for e in ok}):
-        group = [e for e in ok if str(e.task.get("task_type")) == task_type]
-        out[f"{prefix}/{task_type}_success_rate"] = sum(e.won for e in group) / len(group)
+        out[f"{prefix}/stop/{reason}"] = counts.get(f"stop/{reason}", 0) / max(n, 1)
+    for key in sorted(k for k in counts if k.startswith("type/") and k.endswith("/episodes")):
+        task_type = key.split("/")[1]
+        out[f"{prefix}/{task_type}_success_rate"] = counts[f"type/{task_type}/won"] / counts[key]
     return out
+
+
+def episode_metrics(episodes: list[Episode], prefix: str = "env") -> dict[str, float]:
+    """`metrics_from_counts` of one list of episodes (one rank, or every rank's gathered)."""
+    return metrics_from_counts(episode_counts(episodes), prefix)
