@@ -57,7 +57,7 @@ REPRODUCE_vad = vad reproduce --scale $(SCALE)
 REPRODUCE_vitabench2 = sh -c 'for m in full_context rag; do vitabench2 run --agent transformers:smollm2-135m \
 	--memory-type $$m --trials 1 --max-steps 8 --max-new-tokens 32 --max-input-tokens 1024 --concurrency 2 \
 	--output vitabench2/results/sample_smollm2_$$m || exit 1; done; $(REPORT_vitabench2)'
-REPORT_sdar = sdar report
+REPORT_sdar = sdar report --runs runs/sdar
 REPORT_vad = vad report
 REPORT_vitabench2 = vitabench2 report vitabench2/results/sample_smollm2_full_context \
 	vitabench2/results/sample_smollm2_rag --out vitabench2/results --readme vitabench2/README.md

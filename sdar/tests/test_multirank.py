@@ -106,7 +106,7 @@ def test_two_ranks_zero3_rollout_step_and_final_eval_match_a_naive_loop(tmp_path
 
     p0, p1 = (torch.load(out / f"rank{r}_params.pt") for r in range(2))
     assert all(torch.equal(p0[k], p1[k]) for k in p0)
-    args = SDARConfig(output_dir=str(tmp_path), learning_rate=1.0, num_generations=2)
+    args = SDARConfig(output_dir=str(tmp_path), learning_rate=1.0, num_generations=2, use_cpu=True, bf16=False)
     expected = naive_reference_update([b for r in ranks for b in r], args)
     initial = AutoModelForCausalLM.from_pretrained(tiny_qwen3(), dtype=torch.float32).state_dict()
     moved = max((p0[k] - initial[k]).abs().max().item() for k in p0)
