@@ -16,6 +16,7 @@ pytest.importorskip("alfworld")
 
 from agentrl_shared.envs import alfworld as A  # noqa: E402
 from agentrl_shared.envs import load_tasks, make_env  # noqa: E402
+from agentrl_shared.testing import write_synthetic_games  # noqa: E402
 
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -25,14 +26,14 @@ REAL = Path(os.environ.get("AGENTRL_DATA", REPO_ROOT.parent / "shared" / "data")
 @pytest.fixture(scope="module")
 def games(tmp_path_factory):
     root = tmp_path_factory.mktemp("alfworld")
-    A.write_synthetic_games(root, "train", n_games=4)
-    A.write_synthetic_games(root, "valid_seen", n_games=2, with_game_files=False)
+    write_synthetic_games(root, "train", n_games=4)
+    write_synthetic_games(root, "valid_seen", n_games=2, with_game_files=False)
     return root
 
 
 @pytest.fixture(scope="module")
 def env():
-    env = A.AlfworldEnv()
+    env = A.AlfworldEnv(expert_type="plan")
     yield env
     env.close()
 
@@ -151,7 +152,7 @@ def _real_tasks():
 
 def _play_real(tasks):
     """Play each game with the expert plan: every action admissible before it is taken, every game won."""
-    env = A.AlfworldEnv()  # 50 steps, expert_type="plan"
+    env = A.AlfworldEnv(expert_type="plan")  # 50 steps
     for t in tasks:
         first = env.reset(t, seed=0)
         acts = first.info["admissible_actions"]
@@ -163,7 +164,7 @@ def _play_real(tasks):
         assert goal["prop"] == {"heat": "hot", "cool": "cool", "clean": "clean"}.get(t["task_type"])
         last, actions = play_expert(env, t)
         assert last.info["won"] and last.reward == 10.0, (t["task_id"], actions, last.observation)
-        assert actions == first.info["expert_plan"] and len(actions) < env.max_steps
+        assert len(actions) < env.max_steps  # the plan may change once hidden objects are seen; it still wins
     env.close()
 
 

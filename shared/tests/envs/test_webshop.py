@@ -10,6 +10,7 @@ import pytest
 
 from agentrl_shared.envs import load_tasks, make_env
 from agentrl_shared.envs import webshop as W
+from agentrl_shared.testing import write_synthetic_catalog
 
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -18,7 +19,7 @@ REAL = Path(os.environ.get("AGENTRL_DATA", REPO_ROOT.parent / "shared" / "data")
 
 @pytest.fixture(scope="module")
 def catalog_dir(tmp_path_factory):
-    return W.write_synthetic_catalog(tmp_path_factory.mktemp("webshop"))
+    return write_synthetic_catalog(tmp_path_factory.mktemp("webshop"))
 
 
 def buy(env, task, options=None, asin=None):

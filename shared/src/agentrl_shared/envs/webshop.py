@@ -6,7 +6,7 @@ shuffled with seed 233, test = goal index < 500, train = the rest): the pages (s
 `web_agent_site/engine/goal.py` (type x (attributes + options + price) / (n_attr + n_opt + 1)). Search is BM25 over the
 official document text (title, description, first bullet, options) with `rank_bm25`. Reward placement follows
 verl-agent `webshop/envs.py`: `success_reward` (10) when the episode ends with score 1.0, else 0; the raw score is
-`info["task_score"]`. `write_synthetic_catalog` writes a small catalogue in the official file formats for tests.
+`info["task_score"]`. `agentrl_shared.testing.write_synthetic_catalog` writes a small catalogue for tests.
 """
 
 import json
@@ -257,7 +257,7 @@ class Catalog:
             raise FileNotFoundError(
                 f"WebShop files {missing} not found in {data_dir}. Put the official product files there (WebShop "
                 "`setup.sh -d small` downloads them from Google Drive), or build a small catalogue with "
-                "`agentrl_shared.envs.webshop.write_synthetic_catalog`."
+                "`agentrl_shared.testing.write_synthetic_catalog`."
             )
         raw = json.loads((data_dir / items_file).read_text())
         attributes = json.loads((data_dir / attr_file).read_text())
@@ -344,7 +344,7 @@ def _resolve_dir(data_dir: str | Path | None) -> str:
     if data_dir is None:
         raise ValueError(
             "WebShop needs data_dir=: the folder with the official product files (items_shuffle_1000.json, "
-            "items_ins_v2_1000.json, items_human_ins.json) or one made by write_synthetic_catalog."
+            "items_ins_v2_1000.json, items_human_ins.json) or one made by agentrl_shared.testing.write_synthetic_catalog."
         )
     return str(Path(data_dir).expanduser().resolve())
 
@@ -539,117 +539,3 @@ class WebShopEnv:
 
     def close(self) -> None:
         self._done = True
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# A small catalogue in the official file formats (tests and CPU-scale runs)
-# ----------------------------------------------------------------------------------------------------------------
-
-_SYNTH = [  # (name, category, query, product_category, price, options, attributes, instruction, goal options)
-    (
-        "Men's Running Shoes Lightweight Breathable Sneakers",
-        "fashion",
-        "men's running shoes",
-        "Clothing, Shoes & Jewelry › Men › Shoes › Athletic › Running",
-        "$45.99",
-        {"color": ["black", "navy blue"], "size": ["9", "10", "11"]},
-        ["lightweight", "breathable", "rubber sole"],
-        "i need lightweight running shoes for men that are breathable",
-        ["black", "10"],
-    ),
-    (
-        "Organic Green Tea Bags Caffeine Free Herbal Tea 100 Count",
-        "grocery",
-        "green tea",
-        "Grocery & Gourmet Food › Beverages › Tea › Green",
-        "$12.50",
-        {"size": ["50 count", "100 count"]},
-        ["organic", "caffeine free"],
-        "i want organic caffeine free green tea bags",
-        ["100 count"],
-    ),
-    (
-        "Wireless Bluetooth Headphones Noise Cancelling Over Ear",
-        "electronics",
-        "bluetooth headphones",
-        "Electronics › Headphones › Over-Ear Headphones",
-        "$59.00 $89.00",
-        {"color": ["black", "white"]},
-        ["noise cancelling", "wireless"],
-        "i am looking for wireless noise cancelling headphones",
-        ["white"],
-    ),
-    (
-        "Soft Cotton Bath Towel Set Quick Dry Bathroom Towels",
-        "beauty",
-        "bath towels",
-        "Home & Kitchen › Bath › Towels › Bath Towels",
-        "$24.99",
-        {"color": ["grey", "white"], "size": ["set of 4", "set of 6"]},
-        ["quick dry", "cotton"],
-        "i need a quick dry cotton bath towel set",
-        ["grey", "set of 6"],
-    ),
-    (
-        "Stainless Steel Water Bottle Insulated Leak Proof 32 oz",
-        "home",
-        "water bottle",
-        "Sports & Outdoors › Accessories › Water Bottles",
-        "$18.75",
-        {},
-        ["leak proof", "stainless steel"],
-        "i want a leak proof stainless steel water bottle",
-        [],
-    ),
-    (
-        "Women's Yoga Pants High Waist Workout Leggings",
-        "fashion",
-        "yoga pants",
-        "Clothing, Shoes & Jewelry › Women › Clothing › Active › Leggings",
-        "$21.00",
-        {"color": ["black", "purple"], "size": ["small", "medium", "large"]},
-        ["high waist"],
-        "i am looking for high waist yoga pants for women",
-        ["purple", "medium"],
-    ),
-]
-
-
-def write_synthetic_catalog(data_dir: str | Path, n_copies: int = 2) -> Path:
-    """Write `items_shuffle_1000.json`, `items_ins_v2_1000.json` and `items_human_ins.json` with a few dozen
-    products in the official raw formats (scraped fields, `customization_options`, `$`-prices), each product type
-    repeated `n_copies` times with distinct ASINs; the first copy carries one human instruction. Returns the folder."""
-    data_dir = Path(data_dir)
-    data_dir.mkdir(parents=True, exist_ok=True)
-    items, attrs, human = [], {}, {}
-    for copy in range(n_copies):
-        for j, (name, cat, query, pcat, price, options, attributes, ins, goal_opts) in enumerate(_SYNTH):
-            asin = f"B0SYN{copy:02d}{j:03d}"
-            title = name if copy == 0 else f"{name} Value Pack {copy}"
-            items.append(
-                {
-                    "asin": asin,
-                    "name": title,
-                    "category": cat,
-                    "query": query,
-                    "product_category": pcat,
-                    "full_description": f"{title}. A {query} for everyday use.",
-                    "small_description": [f"{a.capitalize()} design" for a in attributes],
-                    "pricing": price if copy == 0 else f"${20 + 7 * j + copy}.00",
-                    "images": [f"https://example.invalid/{asin}.jpg"],
-                    "customization_options": {
-                        k.capitalize(): [{"value": v.title(), "image": None} for v in vals]
-                        for k, vals in options.items()
-                    }
-                    or None,
-                }
-            )
-            attrs[asin] = {"attributes": attributes if copy == 0 else attributes[:1]}
-            if copy == 0:
-                human[asin] = [
-                    {"instruction": ins, "instruction_attributes": attributes, "instruction_options": goal_opts}
-                ]
-    (data_dir / SMALL_FILES[0]).write_text(json.dumps(items))
-    (data_dir / SMALL_FILES[1]).write_text(json.dumps(attrs))
-    (data_dir / HUMAN_INS_FILE).write_text(json.dumps(human))
-    return data_dir
