@@ -75,7 +75,8 @@ def test_alfworld_pool_and_killed_worker(tmp_path):
     write_synthetic_games(tmp_path, "train", n_games=2)
     tasks = A.load_tasks("train", tmp_path)
     factory = functools.partial(SlowEnv, "alfworld", expert_type="none")
-    with EnvPool(factory, num_slots=2, timeout=30.0, num_workers=2) as pool:
+    # a reset loads (compiles) the game in the engine: tens of seconds on a loaded 2-core machine
+    with EnvPool(factory, num_slots=2, timeout=180.0, num_workers=2) as pool:
         out = pool.reset([0, 1], [tasks[0]] * 2, [3, 3])
         assert out[0].observation == out[1].observation
         res = pool.step([0, 1], ["go to countertop 1", "die"])
