@@ -205,6 +205,8 @@ def write_synthetic_catalog(data_dir: str | Path, n_copies: int = 2) -> Path:
                 }
             )
             attrs[asin] = {"attributes": attributes if copy == 0 else attributes[:1]}
+            if copy == 0:  # items_ins_v2 carries the synthetic-goal instruction of the products that have one
+                attrs[asin].update(instruction=ins, instruction_attributes=attributes)
             if copy == 0:
                 human[asin] = [
                     {"instruction": ins, "instruction_attributes": attributes, "instruction_options": goal_opts}

@@ -120,20 +120,28 @@ def build_game_file(trial_dir: str | os.PathLike, out_path: str | os.PathLike, r
     return out_path
 
 
+OFFICIAL_GAME_COUNTS = {"train": 3553, "valid_seen": 140, "valid_unseen": 134}  # collect_game_files on json_2.1.1
+
+
 def load_tasks(
     split: str,
     data_dir: str | os.PathLike | None = None,
     task_types: list[str] | None = None,
+    build_missing: bool = False,
     build_dir: str | os.PathLike | None = None,
 ) -> list[dict]:
-    """The sorted list of ALFWorld games of `split` (alfworld `collect_game_files` filters, in sorted order).
+    """The sorted list of ALFWorld games of `split`, selected as alfworld's `AlfredTWEnv.collect_game_files` does
+    (alfworld 0.4.2 `agents/environment/alfred_tw_env.py`): skip `movable` and `Sliced` trials, skip a trial without
+    `game.tw-pddl`, skip a game whose `solvable` is missing or falsy; the task type is `traj_data.json`'s.
 
     Args:
         split (`str`): `train`, `valid_seen` (`eval_in_distribution`) or `valid_unseen` (`eval_out_of_distribution`).
         data_dir (`str`, *optional*): data root; defaults to `$ALFWORLD_DATA` (see `resolve_data_dir`).
         task_types (`list[str]`, *optional*): keep only these short types (pick, look, clean, heat, cool, pick2).
-        build_dir (`str`, *optional*): where `game.tw-pddl` files are built for trials that lack one (never inside
-            the data folder); defaults to `<agentrl cache>/alfworld_games`.
+        build_missing (`bool`, *optional*, defaults to `False`): build `game.tw-pddl` for trials that have only
+            `initial_state.pddl` (our addition, for data without game files; alfworld skips them) and keep them.
+        build_dir (`str`, *optional*): where those files are built (never inside the data folder); defaults to
+            `<agentrl cache>/alfworld_games`.
 
     Returns:
         `list[dict]`: tasks with `task_id` (`<split>/<task>/<trial>`), `task_type`, `game_type` and `gamefile`.
@@ -152,33 +160,37 @@ def load_tasks(
         raise FileNotFoundError(
             f"No ALFWorld split folder {split_dir}; expected json_2.1.1/{SPLITS[split]}/ under {root}."
         )
-    if build_dir is None:
+    if build_missing and build_dir is None:
         from ..offline import cache_dir
 
         build_dir = cache_dir() / "alfworld_games"
     tasks = []
-    for traj_path in sorted(split_dir.glob("*/*/traj_data.json")):
+    for traj_path in sorted(split_dir.rglob("traj_data.json")):
         trial = traj_path.parent
         rel = trial.relative_to(root / "json_2.1.1")
-        if "movable" in str(rel) or "Sliced" in str(rel):  # alfworld skips these (not supported by the TW engine)
+        if "movable" in str(trial) or "Sliced" in str(trial):  # not supported by the TextWorld engine
             continue
-        game_type = trial.parent.name.split("-", 1)[0]
-        if game_type not in TASK_TYPES:
-            continue
-        short = TASK_TYPES[game_type]
-        if task_types is not None and short not in task_types:
+        game_type = json.loads(traj_path.read_text())["task_type"]
+        if game_type not in TASK_TYPES or (task_types is not None and TASK_TYPES[game_type] not in task_types):
             continue
         gamefile = trial / "game.tw-pddl"
         if gamefile.is_file():
-            if json.loads(gamefile.read_text()).get("solvable") is False:  # alfworld drops known-unsolvable games
+            if not json.loads(gamefile.read_text()).get("solvable"):  # missing or falsy: alfworld skips it
                 continue
-        elif (trial / "initial_state.pddl").is_file():
+        elif build_missing and (trial / "initial_state.pddl").is_file():
             gamefile = Path(build_dir) / rel / "game.tw-pddl"
             if not gamefile.is_file():
                 build_game_file(trial, gamefile, root)
         else:
             continue
-        tasks.append({"task_id": str(rel), "task_type": short, "game_type": game_type, "gamefile": str(gamefile)})
+        tasks.append(
+            {
+                "task_id": str(rel),
+                "task_type": TASK_TYPES[game_type],
+                "game_type": game_type,
+                "gamefile": str(gamefile),
+            }
+        )
     return tasks
 
 
