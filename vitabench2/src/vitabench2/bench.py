@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--users", type=int, default=16)
     parser.add_argument("--delay", type=float, default=0.05, help="seconds per scripted model call")
-    parser.add_argument("--output", default=str(Path(__file__).resolve().parents[3] / "bench-results.json"))
+    parser.add_argument("--output", default="bench-results.json", help="JSON file to merge the figures into")
     args = parser.parse_args(argv)
     seq = measure(1, args.users, args.delay)
     par = measure(8, args.users, args.delay)

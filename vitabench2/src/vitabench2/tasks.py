@@ -6,6 +6,7 @@ A 1.0 task becomes a one-subtask user so that the same orchestrator, judge and m
 
 import json
 import os
+from datetime import datetime
 from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
@@ -271,3 +272,12 @@ def select(
         tasks = [t.model_copy(update={"subtasks": [s for s in t.subtasks if s.subtask_id in wanted]}) for t in tasks]
         tasks = [t for t in tasks if t.subtasks]
     return tasks
+
+
+def agent_clock(environment: dict) -> str:
+    """Subtask environment time plus weekday (sec. 2.3)."""
+    raw = str(environment.get("time", ""))
+    try:
+        return f"{raw} ({datetime.strptime(raw, '%Y-%m-%d %H:%M:%S'):%A})"
+    except ValueError:
+        return raw
