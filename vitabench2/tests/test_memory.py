@@ -12,13 +12,13 @@ from vitabench2.memory import (
     FullContextMemory,
     RAGCacheMiss,
     RAGMemory,
-    _minilm,
-    full_context_budget,
-    write_rag_cache,
     RewriteMemory,
+    _minilm,
     count_tokens,
     create_memory,
     format_interaction,
+    full_context_budget,
+    write_rag_cache,
 )
 
 

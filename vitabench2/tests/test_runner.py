@@ -124,10 +124,27 @@ def test_view_and_report(tmp_path, capsys):
     assert "Get me a coffee." in out and "get_user_all_orders" in out and out.count("=== user") == 1
     readme = tmp_path / "README.md"
     readme.write_text("head\n<!-- vitabench2:report:start -->\nold\n<!-- vitabench2:report:end -->\ntail\n")
-    main(["report", run_dir, "--out", str(tmp_path / "rep"), "--readme", str(readme)])
+    main(["report", run_dir, "--results", str(tmp_path / "rep"), "--readme", str(readme)])
     text = readme.read_text()
     assert "old" not in text and text.startswith("head") and text.endswith("tail\n")
     assert "| transformers:smollm2-135m | Full Context | 5 x 1 | 1.000 | 1.000 | 1.000 |" in text
     assert (tmp_path / "rep" / "memory_comparison.png").stat().st_size > 1000
     assert (tmp_path / "rep" / "task_index_decline.png").exists()
+    assert (tmp_path / "rep" / "run" / "results.jsonl").read_text() == (tmp_path / "run" / "results.jsonl").read_text()
+    main(["report", "--results", str(tmp_path / "rep")])  # regenerate from the copies alone
+    assert "Full Context" in (tmp_path / "rep" / "report.md").read_text()
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["judge_failures"] == 0
+
+
+def test_judge_failures_are_judged_again_on_resume(tmp_path):
+    config = RunConfig(output=str(tmp_path / "run"), memory_type="null", users=["U_SAMPLE_02"])
+    bad_judge = ScriptedBackend(lambda m, t: "no verdict today")
+    Runner(config, ScriptedBackend(agent_one_call), ScriptedBackend(user_stop), bad_judge).run()
+    first = read_records(tmp_path / "run" / "results.jsonl")
+    assert len(first) == 2 and all(r["judge_failed"] and r["reward"] == 0.0 for r in first)
+    agent = ScriptedBackend(agent_one_call)
+    Runner(config, agent, ScriptedBackend(user_stop), ScriptedBackend(judge_all())).run()
+    again = read_records(tmp_path / "run" / "results.jsonl")
+    assert len(again) == 2 and all(not r["judge_failed"] and r["reward"] == 1.0 and r["rejudged"] == 1 for r in again)
+    assert agent.calls == []  # conversations kept, only the judge ran
+    assert [r["messages"] for r in again] == [r["messages"] for r in first]

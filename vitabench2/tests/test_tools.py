@@ -260,7 +260,9 @@ def test_ota_modify_to_dearer_seat_sets_unpaid():
         ],
     }
     env = Environment({"user_id": "U", "time": "2025-07-01 10:00:00", "trains": {"T1": train}}, ["ota"])
-    env.call("create_train_order", {"train_id": "T1", "seat_id": "A", "user_id": "U", "date": "2025-07-05", "quantity": 1})
+    env.call(
+        "create_train_order", {"train_id": "T1", "seat_id": "A", "user_id": "U", "date": "2025-07-05", "quantity": 1}
+    )
     (oid,) = env.state["orders"]
     env.call("pay_train_order", {"order_id": oid})
     out = env.call("modify_train_order", {"order_id": oid, "user_id": "U", "new_date": "2025-07-06"})
@@ -276,9 +278,10 @@ def test_taxi_search_falls_back_to_all_taxis():
         "products": [{"product_id": "XP", "price": 30, "quantity": 3}],
     }
     env = Environment({"user_id": "U", "taxis": {"X1": taxi}}, ["ota"])
-    assert json.loads(env.call("taxi_search", {"departure_location": "qqqq", "arrival_location": "zzzz"}))[0][
-        "taxi_id"
-    ] == "X1"
+    assert (
+        json.loads(env.call("taxi_search", {"departure_location": "qqqq", "arrival_location": "zzzz"}))[0]["taxi_id"]
+        == "X1"
+    )
 
 
 def test_general_tools(sample):
@@ -386,7 +389,11 @@ def replay_call(env: Environment, order: dict) -> tuple[str, dict] | None:
             "quantity": p.get("quantity", 1),
         }
     if kind == "hotel":
-        return "create_hotel_order", {"hotel_id": order["store_id"], "room_id": products[0].get("product_id", ""), "user_id": user}
+        return "create_hotel_order", {
+            "hotel_id": order["store_id"],
+            "room_id": products[0].get("product_id", ""),
+            "user_id": user,
+        }
     if kind in ("attraction", "flight", "train"):
         id_arg = {"attraction": "ticket_id"}.get(kind, "seat_id")
         return f"create_{kind}_order", {
@@ -480,5 +487,7 @@ def test_vitabench_festivals_named_in_tasks_resolve(vitabench_root):
                 assert day.startswith(year), (task.id, name, day)
                 checked += 1
         for y in range(int(year) - 1, int(year) + 2):
-            assert env.call("get_holiday_date", {"year": str(y), "holiday_name": "Mid-Autumn Festival"}).startswith(str(y))
+            assert env.call("get_holiday_date", {"year": str(y), "holiday_name": "Mid-Autumn Festival"}).startswith(
+                str(y)
+            )
     print(f"{checked} festival mentions resolved")

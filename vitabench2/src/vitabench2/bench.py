@@ -7,10 +7,11 @@ prefix into `bench-results.json` at the repository root.
 
 import argparse
 import json
-import subprocess
 import tempfile
 import time
 from pathlib import Path
+
+from agentrl_shared.provenance import git_commit
 
 from .backends import ScriptedBackend
 from .memory import count_tokens
@@ -70,26 +71,13 @@ def measure(concurrency: int, num_users: int, delay_s: float) -> dict:
     return {"subtasks": n, "seconds": elapsed, "subtasks_per_min": 60.0 * n / elapsed}
 
 
-def _commit() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=Path(__file__).parent,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def merge_results(path: Path, figures: dict, config: dict) -> None:
     """Read `bench-results.json`, replace our `vitabench2/` keys, write back (other packages' keys are kept)."""
     data = json.loads(path.read_text()) if path.exists() else {}
     for key, value in figures.items():
         data[f"vitabench2/{key}"] = value
     data["vitabench2/config"] = config
-    data["vitabench2/commit"] = _commit()
+    data["vitabench2/commit"] = git_commit()
     path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 

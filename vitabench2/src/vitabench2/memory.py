@@ -11,7 +11,6 @@ import functools
 import importlib
 import json
 import math
-import re
 
 from .backends import ChatBackend
 
@@ -39,6 +38,8 @@ def full_context_budget(context_length: int, completion_cap: int, default: int =
     """Full Context token budget for an agent whose window is `context_length` tokens: the official 102,400 if it
     fits, else what is left after the completion cap and `FULL_CONTEXT_RESERVE` (at least 1024)."""
     return max(1024, min(default, context_length - completion_cap - FULL_CONTEXT_RESERVE))
+
+
 # Labels of `RewriteMemory._format_interactions` in the reference (paper spec sec. 2.1).
 BEHAVIOR_LABELS = {
     "order": "Order",
@@ -445,7 +446,9 @@ class RAGCacheMemory(RAGMemory):
     def __init__(self, cache_dir: str | None = None, top_k: int = 8, similarity_threshold: float = 0.3, **kwargs):
         super().__init__(top_k=top_k, similarity_threshold=similarity_threshold, embed_fn=self._cached, **kwargs)
         if not cache_dir:
-            raise ValueError("rag_cache memory needs cache_dir (CLI: --rag-cache-dir); write it with `vitabench2 rag-cache`")
+            raise ValueError(
+                "rag_cache memory needs cache_dir (CLI: --rag-cache-dir); write it with `vitabench2 rag-cache`"
+            )
         from pathlib import Path
 
         self.cache_dir = Path(cache_dir)
@@ -458,7 +461,9 @@ class RAGCacheMemory(RAGMemory):
     def _cached(self, texts: list[str]) -> list[list[float]]:
         missing = [t for t in texts if t not in self.queries]
         if missing:
-            raise RAGCacheMiss(f"no cached embedding for query {missing[0][:80]!r}; rebuild with `vitabench2 rag-cache`")
+            raise RAGCacheMiss(
+                f"no cached embedding for query {missing[0][:80]!r}; rebuild with `vitabench2 rag-cache`"
+            )
         return [self.queries[t] for t in texts]
 
     def update(self, new_interactions: list, llm: ChatBackend | None = None, **kwargs) -> str:
@@ -511,7 +516,9 @@ def write_rag_cache(tasks, cache_dir, chunk_size: int = 512, chunk_overlap: int 
                 chunk_keywords=np.asarray([[] for _ in texts] + [None], dtype=object)[:-1],
                 chunk_timestamps=np.asarray(["" for _ in texts], dtype=object),
                 chunk_types=np.asarray(["interaction" for _ in texts], dtype=object),
-                query_embedding=np.asarray(chunker.embed_fn([st.instruction or st.user_intention])[0], dtype=np.float32),
+                query_embedding=np.asarray(
+                    chunker.embed_fn([st.instruction or st.user_intention])[0], dtype=np.float32
+                ),
                 instruction=np.asarray(st.instruction or st.user_intention, dtype=object),
                 model=np.asarray(EMBEDDER_NAME if embed_fn is None else "custom", dtype=object),
                 chunk_size=chunk_size,

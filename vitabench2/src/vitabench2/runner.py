@@ -17,7 +17,6 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
 
@@ -227,7 +226,13 @@ def run_subtask(
                         content, failed = f"Error: {err}", True
                     errors += failed
                     messages.append(
-                        {"role": "tool", "tool_call_id": call["id"], "name": call["name"], "content": content, "error": failed}
+                        {
+                            "role": "tool",
+                            "tool_call_id": call["id"],
+                            "name": call["name"],
+                            "content": content,
+                            "error": failed,
+                        }
                     )
                 next_role = "agent"
             steps += 1
@@ -367,6 +372,8 @@ class Runner:
         self.memory_kwargs = dict(config.memory_kwargs)
         if config.memory_type == "full_context" and config.context_length and "max_tokens" not in self.memory_kwargs:
             self.memory_kwargs["max_tokens"] = full_context_budget(config.context_length, config.max_tokens)
+        if self.tasks:
+            self._memory(self.tasks[0])  # bad memory settings fail here, not in a worker thread
 
     def _check_config(self) -> None:
         path = self.out / "config.json"

@@ -234,7 +234,9 @@ def load_public(
         (`meituan-longcat/VitaBench`, `domain` in delivery/instore/ota/cross_domain).
     """
     if os.environ.get("HF_HUB_OFFLINE") == "1":
-        raise RuntimeError("HF_HUB_OFFLINE=1: cannot download the public dataset; pass --tasks PATH to local files")
+        raise ValueError(
+            "HF_HUB_OFFLINE=1: cannot download the public dataset; unset it or pass --tasks PATH to local files"
+        )
     from huggingface_hub import hf_hub_download
 
     name = task_file_name(language)

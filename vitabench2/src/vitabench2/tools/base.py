@@ -206,7 +206,11 @@ class BaseTools:
             raise ToolError(f"Weather information not found for {address}")
         city = ranked[0][0]
         out = sorted(
-            (w for w in rows if w.get("city") == city and start <= check_time(w["datetime"], "%Y-%m-%d").date() <= end),
+            (
+                w
+                for w in rows
+                if w.get("city") == city and start <= check_time(w["datetime"], "%Y-%m-%d").date() <= end
+            ),
             key=lambda w: w["datetime"],
         )
         return dump(out) if out else f"No weather information found for {city} between {date_start} and {date_end}"
@@ -307,4 +311,3 @@ def tool_schema(method) -> dict:
             "parameters": {"type": "object", "properties": params, "required": required},
         },
     }
-

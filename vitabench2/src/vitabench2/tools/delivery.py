@@ -6,7 +6,7 @@ Official code: meituan-longcat/VitaBench-2.0 @ f60169e89f30499cb7883f3dad76bd03f
 
 from datetime import timedelta
 
-from .base import TIME_FORMAT, BaseTools, ToolError, check_time, dump, haversine_m, rerank, SEARCH_TOP_K
+from .base import SEARCH_TOP_K, TIME_FORMAT, BaseTools, ToolError, check_time, dump, haversine_m, rerank
 
 
 class DeliveryTools(BaseTools):
@@ -64,7 +64,9 @@ class DeliveryTools(BaseTools):
             for store in self._entities("stores").values()
             for p in store.get("products", [])
         }
-        docs = {pid: f"{p.get('store_name', '')} {p.get('name', '')} {p.get('tags', [])}" for pid, p in products.items()}
+        docs = {
+            pid: f"{p.get('store_name', '')} {p.get('name', '')} {p.get('tags', [])}" for pid, p in products.items()
+        }
         ranked = rerank("".join(keywords), docs)[:SEARCH_TOP_K]
         return dump([products[pid] for pid, _ in ranked])
 

@@ -7,7 +7,7 @@ product orders neither check nor reserve stock; a booking needs `enable_book` an
 starts `unconsumed`.
 """
 
-from .base import BaseTools, ToolError, check_time, dump, public_order, rerank, SEARCH_TOP_K
+from .base import SEARCH_TOP_K, BaseTools, ToolError, check_time, dump, public_order, rerank
 
 
 class InStoreTools(BaseTools):
@@ -53,7 +53,10 @@ class InStoreTools(BaseTools):
 
     def instore_shop_search_recommend(self, keywords: list[str]) -> str:
         """Shops ranked by fuzzy match of the keywords to shop name and tags (best 100)."""
-        docs = {sid: s.get("shop_name", "") + "," + ",".join(s.get("tags", [])) for sid, s in self._entities("shops").items()}
+        docs = {
+            sid: s.get("shop_name", "") + "," + ",".join(s.get("tags", []))
+            for sid, s in self._entities("shops").items()
+        }
         ranked = rerank("".join(keywords), docs)[:SEARCH_TOP_K]
         return dump([self._entities("shops")[sid] for sid, _ in ranked])
 

@@ -8,7 +8,7 @@ move to a dearer seat sets the order back to unpaid; city and route filters use 
 search falls back to every taxi when nothing matches.
 """
 
-from .base import BaseTools, ToolError, check_time, dump, fuzzy_match, public_order, rerank, SEARCH_TOP_K
+from .base import SEARCH_TOP_K, BaseTools, ToolError, check_time, dump, fuzzy_match, public_order, rerank
 
 
 # OTA entity kind -> environment key.
@@ -187,9 +187,13 @@ class OTATools(BaseTools):
             "attraction", lambda a: fuzzy_match(city_name, (a.get("location") or {}).get("address", ""))
         )
         if not found:
-            return "No attractions found matching the criteria. Please check if the city name is correct and try again."
+            return (
+                "No attractions found matching the criteria. Please check if the city name is correct and try again."
+            )
         docs = {
-            str(i): f"{a.get('attraction_name', '')},{a.get('description', '')},{(a.get('location') or {}).get('address', '')}"
+            str(
+                i
+            ): f"{a.get('attraction_name', '')},{a.get('description', '')},{(a.get('location') or {}).get('address', '')}"
             for i, a in enumerate(found)
         }
         return dump([found[int(i)] for i, _ in rerank("".join(key_words), docs)[:SEARCH_TOP_K]])
@@ -198,8 +202,10 @@ class OTATools(BaseTools):
         """Flights between two cities."""
         found = self._search(
             "flight",
-            lambda f: fuzzy_match(departure, f.get("departure_city", ""))
-            and fuzzy_match(destination, f.get("arrival_city", "")),
+            lambda f: (
+                fuzzy_match(departure, f.get("departure_city", ""))
+                and fuzzy_match(destination, f.get("arrival_city", ""))
+            ),
         )
         return dump(found) if found else "No flights found matching the criteria"
 
@@ -208,9 +214,11 @@ class OTATools(BaseTools):
         check_time(date, "%Y-%m-%d")
         found = self._search(
             "train",
-            lambda t: any(p.get("date") == date for p in t.get("products", []))
-            and fuzzy_match(departure, t.get("departure_city", ""))
-            and fuzzy_match(destination, t.get("arrival_city", "")),
+            lambda t: (
+                any(p.get("date") == date for p in t.get("products", []))
+                and fuzzy_match(departure, t.get("departure_city", ""))
+                and fuzzy_match(destination, t.get("arrival_city", ""))
+            ),
         )
         return dump(found) if found else "No trains found matching the criteria"
 
@@ -218,8 +226,10 @@ class OTATools(BaseTools):
         """Taxi services between two places (every taxi when none matches)."""
         found = self._search(
             "taxi",
-            lambda t: fuzzy_match(departure_location, (t.get("departure_location") or {}).get("address", ""))
-            and fuzzy_match(arrival_location, (t.get("arrival_location") or {}).get("address", "")),
+            lambda t: (
+                fuzzy_match(departure_location, (t.get("departure_location") or {}).get("address", ""))
+                and fuzzy_match(arrival_location, (t.get("arrival_location") or {}).get("address", ""))
+            ),
         ) or list(self._entities("taxis").values())
         return dump(found) if found else "No taxi services found matching the criteria"
 
