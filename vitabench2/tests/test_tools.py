@@ -24,7 +24,9 @@ def env_for(sample, sid):
 def test_tool_inventory_and_schemas():
     names = list(GENERAL_TOOLS) + [n for names in DOMAIN_TOOLS.values() for n in names]
     assert len(names) == len(set(names)) == 7 + 12 + 16 + 37
-    assert "get_user_historical_behaviors" not in names  # leaks ground truth (sec. 6.1)
+    assert (
+        "get_user_historical_behaviors" not in names
+    )  # commented out in the official 2.0 toolkit: leaks ground truth
     env = Environment({"user_id": "U"}, ["delivery", "instore", "ota"])
     schemas = {s["function"]["name"]: s["function"] for s in env.tool_schemas()}
     assert schemas["create_delivery_order"]["parameters"]["properties"]["product_ids"] == {

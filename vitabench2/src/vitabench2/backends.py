@@ -1,8 +1,8 @@
 """Model back ends for the three roles (agent, user simulator, judge): OpenAI-compatible HTTP, in-process
 transformers, and a scripted back end for tests and benchmarks.
 
-Paper spec sec. 4 (agent/user/judge LLMs, temperature 0, seed 300) and sec. 9 (policy served through an
-OpenAI-compatible endpoint). Every call records prompt/completion tokens and latency; each back end caps its
+Official settings: agent/user/judge LLMs at temperature 0 (`src/vita/models.yaml.example`), seed 300
+(`src/vita/config.py`); the policy under test is served through an OpenAI-compatible endpoint. Every call records prompt/completion tokens and latency; each back end caps its
 concurrent calls. An endpoint failure that a retry cannot fix raises [`BackendError`] with the server's message; the
 runner records it for that subtask and goes on, as the official harness does (meituan-longcat/VitaBench-2.0 @
 f60169e89f30499cb7883f3dad76bd03facc908d, `src/vita/utils/llm_utils.py`, `src/vita/run.py`).

@@ -1,6 +1,6 @@
 """Benchmark: subtasks per minute with concurrency 1 vs 8 against a scripted back end with a fixed per-call delay.
 
-Not a paper number: it checks that the runner overlaps (user, trial) sequences (paper spec sec. 4, `--max-concurrency`
+Not a paper number: it checks that the runner overlaps (user, trial) sequences (the official `--max-concurrency`
 of the reference CLI). `python -m vitabench2.bench` prints the table and merges its figures under the `vitabench2/`
 prefix into `bench-results.json` at the repository root.
 """

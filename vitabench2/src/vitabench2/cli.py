@@ -1,6 +1,7 @@
 """`vitabench2 run | reproduce | report | view | rag-cache`: evaluate agents on VitaBench 2.0 (and 1.0) tasks.
 
-Paper spec sec. 6.3 (the official `vita run` / `vita view` CLI) and sec. 4 (settings). `run` writes results as they
+Mirrors the official `vita run` / `vita view` CLI and its defaults (meituan-longcat/VitaBench-2.0 @ f60169e89f30499cb7883f3dad76bd03facc908d, `src/vita/cli.py`,
+`src/vita/config.py`). `run` writes results as they
 come into the folder given by --output and resumes there; `reproduce` runs the offline sample plan into an output
 folder; `report` copies run folders into a results folder and regenerates its tables, plots and README section;
 `view` prints transcripts; `rag-cache` writes the embeddings `--memory-type rag_cache` reads. Configuration and data

@@ -1,6 +1,6 @@
 """Rubric-based sliding-window LLM judge and the optional outcome check on write actions.
 
-Paper spec sec. 2.5. Official code: meituan-longcat/VitaBench-2.0 @ f60169e89f30499cb7883f3dad76bd03facc908d,
+VitaBench 2.0 (arXiv 2605.27141), rubric-based evaluation. Official code: meituan-longcat/VitaBench-2.0 @ f60169e89f30499cb7883f3dad76bd03facc908d,
 `src/vita/evaluator/evaluator_traj.py` (windows of 10 messages overlapping by 2 over the whole trajectory, numbered
 from 1; rubric states start false and are carried across windows; the judge sees the system time and the subtask
 instruction only), `src/vita/prompts/sliding_window_eval_template.yaml` (the rules, paraphrased below) and
@@ -270,7 +270,7 @@ class SlidingWindowJudge:
             for i, (meet, why) in update.items():
                 states[i], notes[i] = meet, why
         result.reward_breakdown = sum(states) / len(states)
-        result.reward = 1.0 if all(states) else 0.0  # all-or-nothing (sec. 2.5)
+        result.reward = 1.0 if all(states) else 0.0  # all-or-nothing (official evaluator_traj.py)
         if self.outcome_reward:
             try:
                 result.outcome_reward = self.outcome_check(subtask, messages, result)

@@ -1,6 +1,6 @@
 """Memory interface and the built-in memories compared by VitaBench 2.0.
 
-Paper spec sec. 2.2: `read(query)` is injected into the system prompt, `update(new_interactions, llm)` runs between
+Official memory interface (`src/vita/memory/base.py`): `read(query)` is injected into the system prompt, `update(new_interactions, llm)` runs between
 subtasks with the agent's own LLM, `reset()`; READ tools `read_preference_memory` / `query_preference_memory` are
 exposed to the agent. Built-ins: null, groundtruth (oracle), full_context, rewrite (Agentic Memory), rag, rag_cache;
 any other class by dotted path (`pkg.module.Class`). Official code: meituan-longcat/VitaBench-2.0 @
@@ -16,7 +16,7 @@ from .backends import ChatBackend
 
 
 MEMORY_TYPES = ("null", "groundtruth", "full_context", "rewrite", "rag", "rag_cache")
-# memory.yaml defaults (paper spec sec. 4): kwargs passed to `create_memory` override them.
+# Official `src/vita/memory.yaml` defaults: kwargs passed to `create_memory` override them.
 MEMORY_DEFAULTS = {
     "null": {},
     "groundtruth": {},
@@ -40,7 +40,7 @@ def full_context_budget(context_length: int, completion_cap: int, default: int =
     return max(1024, min(default, context_length - completion_cap - FULL_CONTEXT_RESERVE))
 
 
-# Labels of `RewriteMemory._format_interactions` in the reference (paper spec sec. 2.1).
+# Labels of `RewriteMemory._format_interactions` (official `src/vita/memory/rewrite_memory.py`).
 BEHAVIOR_LABELS = {
     "order": "Order",
     "search": "Search",

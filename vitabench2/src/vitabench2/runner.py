@@ -1,7 +1,7 @@
 """Orchestrator: runs each user's subtasks in temporal order with a memory, a user simulator and the judge; writes
 one JSON line per finished subtask and resumes an interrupted run without redoing finished subtasks.
 
-Paper spec sec. 3, 2.3, 2.4. Official code: meituan-longcat/VitaBench-2.0 @ f60169e89f30499cb7883f3dad76bd03facc908d,
+VitaBench 2.0 (arXiv 2605.27141) evaluation protocol. Official code: meituan-longcat/VitaBench-2.0 @ f60169e89f30499cb7883f3dad76bd03facc908d,
 `src/vita/orchestrator/personalization_orchestrator.py` (per-user loop: memory update before each subtask, one
 conversation per subtask, judge) and `src/vita/orchestrator/orchestrator.py` (conversation loop: the trajectory opens
 with the agent's greeting; every user message, agent message and batch of tool results is one step; the default
@@ -61,7 +61,7 @@ ADDENDUM = """- Confirm the user id before using it in a tool call; never use pl
 
 
 class Termination(StrEnum):
-    """Why a subtask's conversation ended (sec. 2.4)."""
+    """Why a subtask's conversation ended (official `TerminationReason`, plus `backend_error`)."""
 
     USER_STOP = "user_stop"
     AGENT_STOP = "agent_stop"
@@ -85,7 +85,7 @@ class Interrupted(Exception):
 
 @dataclass
 class RunConfig:
-    """Settings of one run (paper spec sec. 4).
+    """Settings of one run (official defaults: `src/vita/config.py`, `src/vita/cli.py`).
 
     Args:
         output (`str`): run folder (results, config, run history).
@@ -414,7 +414,7 @@ class Runner:
             memory.set_groundtruth(subtask.user_scenario.personalized_preference_memory)
             memory.set_current_location(task.user_id, subtask.subtask_id)
             if subtask.interactions:
-                memory.update(subtask.interactions, llm=self.agent)  # the agent's own LLM (sec. 2.2)
+                memory.update(subtask.interactions, llm=self.agent)  # the agent's own LLM (official orchestrator)
             if (task.user_id, trial, subtask.subtask_id) in done:
                 continue
             try:

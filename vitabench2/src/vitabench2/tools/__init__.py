@@ -1,6 +1,6 @@
 """Domain environments and tools: delivery, in-store and OTA (travel), plus the general tools.
 
-Paper spec sec. 6.1; official code meituan-longcat/VitaBench-2.0 @ f60169e89f30499cb7883f3dad76bd03facc908d,
+Official code meituan-longcat/VitaBench-2.0 @ f60169e89f30499cb7883f3dad76bd03facc908d,
 `src/vita/environment/toolkit.py` and `src/vita/domains/{delivery,instore,ota}/tools.py`. Each subtask gets a fresh
 `Environment` built from its `environment` dict; WRITE tools change `Environment.state` (orders, reservations,
 books, stock), which the outcome check and the tests read back.

@@ -3,7 +3,7 @@
 Official code: meituan-longcat/VitaBench-2.0 @ f60169e89f30499cb7883f3dad76bd03facc908d, `src/vita/environment/
 toolkit.py` (general tools: distance, weather, address lookup, holidays, all orders, nearby) and
 `src/vita/utils/utils.py` (`rerank`: fuzzy partial-ratio ranking of every candidate; `fuzzy_match`: partial ratio
->= 40; `fuzzy_ratio_match`: ratio >= 20). Paper spec sec. 6.1. Tool outputs are JSON (the official tools print
+>= 40; `fuzzy_ratio_match`: ratio >= 20). Tool outputs are JSON (the official tools print
 pydantic reprs); the information is the same, hidden target/distractor labels removed.
 """
 
@@ -23,7 +23,8 @@ TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 # Search tools return the 100 best-ranked candidates (official `top_k = 100` in every *_search_recommand tool).
 SEARCH_TOP_K = 100
 HIDDEN_KEYS = ("distraction_reason",)
-# Label values of `*_type` fields that are hidden from the agent and the judge (paper spec sec. 2.1).
+# Label values of `*_type` fields that are hidden from the agent and the judge (official
+# `src/vita/evaluator/outcome_evaluator.py`, `LEAKY_TYPE_FIELDS`).
 HIDDEN_LABELS = ("target", "distraction")
 
 

@@ -1,7 +1,7 @@
 """Delivery toolkit: store/product search and info, create/pay/cancel/modify orders, order queries.
 
 Official code: meituan-longcat/VitaBench-2.0 @ f60169e89f30499cb7883f3dad76bd03facc908d,
-`src/vita/domains/delivery/tools.py` (`DeliveryTools`). Paper spec sec. 6.1 (12 delivery tools).
+`src/vita/domains/delivery/tools.py` (`DeliveryTools`). 12 delivery tools.
 """
 
 from datetime import timedelta

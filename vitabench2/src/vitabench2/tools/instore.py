@@ -1,7 +1,7 @@
 """In-store toolkit: shop/product search, product orders, table bookings (deposit) and reservations.
 
 Official code: meituan-longcat/VitaBench-2.0 @ f60169e89f30499cb7883f3dad76bd03facc908d,
-`src/vita/domains/instore/tools.py` (`InStoreTools`). Paper spec sec. 6.1 (16 in-store tools). As there:
+`src/vita/domains/instore/tools.py` (`InStoreTools`). 16 in-store tools. As there:
 product orders neither check nor reserve stock; a booking needs `enable_book` and starts `paid` when the shop's
 `book_price` is 0; a reservation checks neither `enable_reservation` nor that the time lies in the future, and
 starts `unconsumed`.

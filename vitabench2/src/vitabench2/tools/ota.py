@@ -2,7 +2,7 @@
 cancel).
 
 Official code: meituan-longcat/VitaBench-2.0 @ f60169e89f30499cb7883f3dad76bd03facc908d,
-`src/vita/domains/ota/tools.py` (`OTATools`). Paper spec sec. 6.1 (37 OTA tools). As there: orders take stock from
+`src/vita/domains/ota/tools.py` (`OTATools`). 37 OTA tools. As there: orders take stock from
 the booked product and cancelling does not return it; only paid flight/train orders can move to another date, and a
 move to a dearer seat sets the order back to unpaid; city and route filters use fuzzy partial ratio >= 40; taxi
 search falls back to every taxi when nothing matches.
