@@ -29,10 +29,10 @@ from agentrl_shared.envs.pool import EnvPool
 from agentrl_shared.generation import sampling_overrides, trainer_generate_fn
 from agentrl_shared.prompts import make_prompt
 from agentrl_shared.rollout import Episode, RolloutCollector, episode_counts, equal_prompt_count, metrics_from_counts
+from agentrl_shared.skills import student_prompt, teacher_prompt, teacher_skills
 
 from .config import ENV_TO_PROMPT, EnvConfig, SDARConfig
 from .losses import gate_statistics, grpo_row_advantages, row_rewards, step_loss
-from .skills import privileged_prompt, select_skills
 
 
 logger = logging.getLogger(__name__)
@@ -181,7 +181,6 @@ class SDARTrainer(GRPOTrainer):
             timeout=env_config.step_timeout,
             num_workers=env_config.num_workers,
         )
-        skills = self._skill_transform
         common = {
             "pool": self.pool,
             "prompt": make_prompt(ENV_TO_PROMPT[env_config.name], env_config.history_length),
@@ -192,12 +191,13 @@ class SDARTrainer(GRPOTrainer):
         }
         # training rows also record the teacher's prompt: the same turn with the skill block prepended
         self.collector = RolloutCollector(
-            prompt_transform=skills if args.skills_in_student_prompt else None,
-            teacher_transform=skills if args.sdar_coef != 0.0 else None,
+            prompt_transform=self._student_skill_transform if args.skills_in_student_prompt else None,
+            teacher_transform=self._skill_transform if args.sdar_coef != 0.0 else None,
             **common,
         )
         # evaluation prompts carry skills only for the `*` rows of Table 1 (Skill-Prompt*, Skill-GRPO*)
-        self.eval_collector = RolloutCollector(prompt_transform=skills if args.eval_with_skills else None, **common)
+        eval_transform = self._student_skill_transform if args.eval_with_skills else None
+        self.eval_collector = RolloutCollector(prompt_transform=eval_transform, **common)
         # TRL's vLLM server mode and colocate with TP > 1 hand completions back by rank offset: equal prompt lists
         self.equal_prompt_lists = self.use_vllm and (
             self.vllm_mode == "server" or self.vllm_tensor_parallel_size > 1
@@ -215,7 +215,12 @@ class SDARTrainer(GRPOTrainer):
 
     # --- helpers ---
     def _skill_transform(self, text: str, task: dict) -> str:
-        return privileged_prompt(text, select_skills(self.env_config.name, task, text), self.args.skill_position)
+        """The teacher prompt of a row (agentrl_shared.skills: official selection and block position)."""
+        return teacher_prompt(text, teacher_skills(self.env_config.name, task, text), self.args.skill_position)
+
+    def _student_skill_transform(self, text: str, task: dict) -> str:
+        """Skill-GRPO / Skill-Prompt*: skills at the start of the student's user message (main_skill_grpo)."""
+        return student_prompt(self.env_config.name, text, task)
 
     def _all_ranks(self, value):
         """`[value of rank 0, value of rank 1, ...]` (one all-gather; every rank gets the list)."""
