@@ -401,6 +401,7 @@ class SDARTrainer(GRPOTrainer):
             {
                 "rollout/rows": float(n_rows),
                 "rollout/tokens": float(sum(len(p) + len(c) for p, c, *_ in all_rows)),
+                "rollout/loss_rows_ratio": sum(keep for _, _, keep, *_ in all_rows) / max(n_rows, 1),
                 "rollout/optimizer_steps": float(plan.num_steps),
                 "rollout/row_reward_mean": rewards.mean().item() if len(rows) else 0.0,
                 "rollout/rows_per_rank_max": float(max(len(r) for r in plan.ranks)),
