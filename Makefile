@@ -40,7 +40,7 @@ test-slow: setup  ## also run the slow tests (minutes)
 
 # each package's reproduce and report commands (vitabench2 is a harness: its "reproduce" is the offline sample run)
 REPRODUCE_sdar = sdar reproduce --scale $(SCALE) --seeds $(SEEDS)
-REPRODUCE_vad = vad reproduce --scale $(SCALE)
+REPRODUCE_vad = sh -c 'vad reproduce --scale $(SCALE) --output runs/vad && vad report runs/vad'
 REPRODUCE_vitabench2 = sh -c 'for m in full_context rag; do vitabench2 run --agent transformers:smollm2-135m \
 	--memory-type $$m --trials 1 --max-steps 8 --max-new-tokens 32 --max-input-tokens 1024 --concurrency 2 \
 	--output vitabench2/results/sample_smollm2_$$m || exit 1; done; $(REPORT_vitabench2)'
