@@ -240,3 +240,56 @@ def make_prompt(name: str, history_length: int | None = None):
 def chat_messages(prompt, user_text: str) -> list[dict]:
     """The chat messages of one turn: the family's worked example turns (if any), then the turn's user message."""
     return [*prompt.example_messages, {"role": "user", "content": user_text}]
+
+
+# --- ScienceWorld (appended block) -----------------------------------------------------------------------------------
+# verl-agent has no ScienceWorld prompt. This family follows the structure of the SkillRise ScienceWorld solve prompt
+# (lyq1119/SkillRise-reproduction-and-refinement@79bbd91, `agent_system/environments/skillrise_sciworld/prompt.py`
+# and `projection.py`, imported from Within-yao/SkillRise), in our own words: a one-paragraph role line, the task, the
+# current observation, the recent (observation, action) pairs, the admissible actions one per line, and the
+# instruction to reason and then give one action inside `<action> </action>`. Only the `<action>` tags are checked
+# (no `<think>` requirement) and the action keeps its case (ScienceWorld object names are case-sensitive).
+
+
+class ScienceWorldPrompt:
+    """ScienceWorld prompt; history length 15 (SkillRise `env.history_length` default); 30-character invalid fallback.
+
+    The first paragraph (up to the first blank line) is the role line, so that a paper package can insert its own
+    section after it (SkillRise's skill document).
+    """
+
+    name = "scienceworld"
+    assistant_prefix = ""
+    example_messages: tuple[dict, ...] = ()
+
+    def __init__(self, history_length: int = 15):
+        self.history_length = history_length
+
+    def render(self, task: str, history: list[Turn], observation: str, admissible: list[str]) -> str:
+        actions = "\n".join(admissible)
+        past = ""
+        if history:
+            window = history[-self.history_length :]
+            n = len(history)
+            past = (
+                f"\nBefore this step you have taken {n} step(s). Here are the most recent {len(window)} observations "
+                f"and the actions you took in response:\n{_history_lines(window, n - len(window) + 1)}"
+            )
+        return (
+            "You are an expert autonomous agent in ScienceWorld, a text-based virtual world in which you carry out "
+            "tasks from the elementary-school science curriculum.\n\n"
+            f"Your task is to: {task}\n"
+            f"Your current observation is: {observation}{past}\n"
+            f"Your admissible actions in the current situation are:\n[\n{actions}\n].\n\n"
+            "It is now your turn to take one action.\n"
+            "First reason step by step about the current situation and which admissible action best advances the "
+            "task.\n"
+            "Then choose one admissible action for this step and give it inside <action> </action> tags."
+        )
+
+    def project(self, text: str) -> tuple[str, bool]:
+        """The text inside the first `<action>...</action>`, case kept; invalid (tail of 30 characters) without it."""
+        start, end = text.find("<action>"), text.find("</action>")
+        if start == -1 or end == -1 or end < start:
+            return text[-30:], False
+        return text[start + len("<action>") : end].strip(), True
