@@ -36,25 +36,72 @@ def _rows(name: str, n: int, image=None) -> list[dict]:
     b64 = base64.b64encode(image or _png()).decode()
     out = []
     for i in range(n):
-        out.append({
-            "vstar": {"image": img, "text": f"Colour of the cup?\n(A) red\n(B) blue", "label": "B", "question_id": i,
-                      "category": "color", "extra": 1},
-            "zoombench": {"id": f"z{i}", "query": "What does the tiny sign say?", "response": "exit", "image": img,
-                          "crop_image": img},
-            "hrbench": {"index": i, "question": "Which sign?", "answer": "C", "A": "stop", "B": "go", "C": "yield",
-                        "D": "", "category": "single", "image": b64},
-            "mme": {"bytes": b64, "index": i, "question": "What colour?", "answer": "E",
+        out.append(
+            {
+                "vstar": {
+                    "image": img,
+                    "text": "Colour of the cup?\n(A) red\n(B) blue",
+                    "label": "B",
+                    "question_id": i,
+                    "category": "color",
+                    "extra": 1,
+                },
+                "zoombench": {
+                    "id": f"z{i}",
+                    "query": "What does the tiny sign say?",
+                    "response": "exit",
+                    "image": img,
+                    "crop_image": img,
+                },
+                "hrbench": {
+                    "index": i,
+                    "question": "Which sign?",
+                    "answer": "C",
+                    "A": "stop",
+                    "B": "go",
+                    "C": "yield",
+                    "D": "",
+                    "category": "single",
+                    "image": b64,
+                },
+                "mme": {
+                    "bytes": b64,
+                    "index": i,
+                    "question": "What colour?",
+                    "answer": "E",
                     "multi-choice options": ["(A) red", "(B) blue", "(C) green", "(D) black", "(E) white"],
-                    "category": "Perception/OCR", "question_id": f"q{i}"},
-            "cvbench": {"idx": i, "type": "2D" if i % 2 == 0 else "3D", "task": "Count", "image": img,
-                        "prompt": "How many cars?\n(A) 1\n(B) 2", "answer": "(B)", "source": "ADE20K"},
-            "mmstar": {"index": i, "question": "Which animal?\nOptions: A: cat, B: dog, C: bird, D: fish",
-                       "answer": "b", "category": "coarse perception", "l2_category": "scene", "image": image or _png(),
-                       "meta_info": "x"},
-            "pope": {"id": str(i), "question_id": str(100 + i), "question": "Is there a dog in the image?",
-                     "answer": "yes" if i % 2 == 0 else "no", "image": img, "category": "adversarial",
-                     "image_source": "COCO"},
-        }[name])
+                    "category": "Perception/OCR",
+                    "question_id": f"q{i}",
+                },
+                "cvbench": {
+                    "idx": i,
+                    "type": "2D" if i % 2 == 0 else "3D",
+                    "task": "Count",
+                    "image": img,
+                    "prompt": "How many cars?\n(A) 1\n(B) 2",
+                    "answer": "(B)",
+                    "source": "ADE20K",
+                },
+                "mmstar": {
+                    "index": i,
+                    "question": "Which animal?\nOptions: A: cat, B: dog, C: bird, D: fish",
+                    "answer": "b",
+                    "category": "coarse perception",
+                    "l2_category": "scene",
+                    "image": image or _png(),
+                    "meta_info": "x",
+                },
+                "pope": {
+                    "id": str(i),
+                    "question_id": str(100 + i),
+                    "question": "Is there a dog in the image?",
+                    "answer": "yes" if i % 2 == 0 else "no",
+                    "image": img,
+                    "category": "adversarial",
+                    "image_source": "COCO",
+                },
+            }[name]
+        )
     return out  # fmt: skip
 
 
@@ -76,7 +123,7 @@ def data_root(tmp_path):
     lines = ["Index,Question,Options,Correct Answer"]
     for i in (1, 2):
         Image.new("RGB", (20, 20)).save(tmp_path / f"mmvp/MMVP Images/{i}.jpg")
-        lines.append(f'{i},Is the door open?,(a) Open (b) Closed,{"(b)" if i == 1 else "(a)"}')
+        lines.append(f"{i},Is the door open?,(a) Open (b) Closed,{'(b)' if i == 1 else '(a)'}")
     (tmp_path / "mmvp/Questions.csv").write_text("\n".join(lines) + "\n")
     return tmp_path
 
@@ -150,7 +197,9 @@ def test_reference_answer_rules(name, response, answer, correct):
 
 
 def test_metrics_cvbench_and_pope():
-    recs = [{"correct": c, "answer": "x", "info": {"type": t}} for c, t in [(1, "2D"), (1, "2D"), (0, "3D"), (1, "3D")]]
+    recs = [
+        {"correct": c, "answer": "x", "info": {"type": t}} for c, t in [(1, "2D"), (1, "2D"), (0, "3D"), (1, "3D")]
+    ]
     cv = bm.benchmark_score("cvbench", recs)
     assert cv["acc_2d"] == 100 and cv["acc_3d"] == 50 and cv["score"] == 75  # mean of 2D and 3D, not 3/4
     pope = [{"correct": c, "answer": a, "info": {}} for c, a in [(1, "yes"), (0, "yes"), (1, "no"), (0, "no")]]

@@ -95,7 +95,12 @@ def test_paper_configs_plan_every_paper_row():
     overrides = ["trainer.use_cpu=true", "trainer.bf16=false", "trainer.use_vllm=false"]
     planned = {
         m: set(load_config(c, overrides, SECTIONS, "vad")["data"].rows)
-        for m, c in (("Qwen/Qwen3.5-4B", "visionopd_qwen3.5-4b_paper"), ("Qwen/Qwen3.5-9B", "visionopd_qwen3.5-9b_paper"))
+        for m, c in (
+            ("Qwen/Qwen3.5-4B", "visionopd_qwen3.5-4b_paper"),
+            ("Qwen/Qwen3.5-9B", "visionopd_qwen3.5-9b_paper"),
+        )
     }
-    missing = [(r["model"], r["row"]) for r in rows if r["row"] != "vision_opd" and r["row"] not in planned[r["model"]]]
+    missing = [
+        (r["model"], r["row"]) for r in rows if r["row"] != "vision_opd" and r["row"] not in planned[r["model"]]
+    ]
     assert missing == []

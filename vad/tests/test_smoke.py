@@ -10,7 +10,6 @@ import socket
 import subprocess
 import sys
 
-import pytest
 import torch
 
 from vad import cli
@@ -98,9 +97,8 @@ def test_train_zero3_every_parameter_changes(tmp_path, monkeypatch):
             torch.distributed.destroy_process_group()
 
 
-@pytest.mark.parametrize("command", ["train", "eval", "reproduce"])
-def test_cli_config_error_is_one_line(command):
-    proc = subprocess.run([sys.executable, "-m", "vad.cli", command, "--config", "smoke", "trainer.top_kk=3"],
+def test_cli_config_error_is_one_line():
+    proc = subprocess.run([sys.executable, "-m", "vad.cli", "train", "--config", "smoke", "trainer.top_kk=3"],
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and "top_k" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1

@@ -73,7 +73,7 @@ def _vision_opd(tmp_path, n=3, teacher=True):
     with (tmp_path / "train.jsonl").open("w") as f:
         for i in range(n):
             Image.new("RGB", (120, 90), (i, 2, 3)).save(tmp_path / "images" / f"{i}.jpg")
-            Image.new("RGB", (40, 30), (200, i, 9)).save(tmp_path / "teacher_images" / f"{i}.jpg")
+            _checker(40).save(tmp_path / "teacher_images" / f"{i}.png")
             rec = {
                 "images": [f"images/{i}.jpg"],
                 "problem": "<image>\nWhat is on the sign?\nA. stop\nB. go",
@@ -81,7 +81,7 @@ def _vision_opd(tmp_path, n=3, teacher=True):
                 "extra_info": {"id": i},
             }
             if teacher:
-                rec["teacher_images"] = [f"teacher_images/{i}.jpg"]
+                rec["teacher_images"] = [f"teacher_images/{i}.png"]
             f.write(json.dumps(rec) + "\n")
     # a second file in the folder is not read: one file per split
     (tmp_path / "other.jsonl").write_text("not json\n")
@@ -93,12 +93,11 @@ def test_vision_opd_official_layout_lazy(tmp_path):
     assert len(ds) == 2 and ds.column_names == ["problem", "image_path", "teacher_path", "bbox", "answer"]
     row = ds[1]  # decoded on access
     assert row["prompt"] == [{"role": "user", "content": "What is on the sign?\nA. stop\nB. go"}]
-    assert row["image"].size == (120, 90) and row["image_plus"].size == (40, 30) and row["answer"] == "B"
-    # x- keeps x+'s framing (the shipped crop), evidence pixelated: same size, not equal
+    assert row["image"].size == (120, 90) and row["image_plus"].size == (40, 40) and row["answer"] == "B"
+    # x- keeps x+'s framing (the shipped crop) with the evidence pixelated: same size, 4 x 4 flat blocks
+    minus = np.asarray(row["image_minus"])
     assert row["image_minus"].size == row["image_plus"].size
-    assert not np.array_equal(np.asarray(row["image_minus"]), np.asarray(row["image_plus"])) or len(
-        np.unique(np.asarray(row["image_plus"]))
-    ) <= 3  # a flat test crop pixelates to itself
+    assert not np.array_equal(minus, np.asarray(row["image_plus"])) and len(np.unique(minus[:10, :10])) == 1
 
 
 def test_vision_opd_errors_are_one_line(tmp_path):

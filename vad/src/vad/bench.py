@@ -152,7 +152,7 @@ def main() -> None:
         "rollout": "_prepare_inputs: generation, rewards, teacher prompt processing",
         "loss": "step - rollout: student forward, teacher forward(s), loss, backward",
     }
-    merged["vad/commit"] = cli.commit()
+    merged["vad/commit"] = cli.git_commit()
     RESULTS.write_text(json.dumps(merged, indent=2, sort_keys=True) + "\n")
 
 

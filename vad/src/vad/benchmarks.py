@@ -61,7 +61,10 @@ MME_EN = (
     "\nSelect the best answer to the above multiple-choice question based on the image. "
     "Respond with only the letter (A, B, C, D, or E) of the correct option.\nThe best answer is: ",
 )
-MME_CN = (" 选项如下所示:\n", "\n根据图像选择上述多项选择题的最佳答案。只需回答正确选项的字母（A, B, C, D 或 E）。\n最佳答案为： ")
+MME_CN = (
+    " 选项如下所示:\n",
+    "\n根据图像选择上述多项选择题的最佳答案。只需回答正确选项的字母（A, B, C, D 或 E）。\n最佳答案为： ",
+)
 POPE_POST = "\nAnswer the question using a single word or phrase."
 
 
@@ -191,7 +194,9 @@ def _item(name: str, i: int, rec: dict, path: Path, root: Path) -> EvalItem:
     raise DataError(f"Unknown benchmark {name!r}; valid: {', '.join(BENCHMARKS)}.")
 
 
-def iter_benchmark(name: str, root: str | Path, *, limit: int | None = None, batch_size: int = 16) -> Iterator[EvalItem]:
+def iter_benchmark(
+    name: str, root: str | Path, *, limit: int | None = None, batch_size: int = 16
+) -> Iterator[EvalItem]:
     """Stream the items of `name` from its folder `root` (see `SOURCES`), in file order, at most `limit`."""
     root = Path(root)
     count = 0

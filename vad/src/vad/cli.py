@@ -25,6 +25,8 @@ from agentrl_shared.offline import set_offline_env
 set_offline_env()  # before transformers / trl are imported
 
 from agentrl_shared.config import ConfigError, ModelConfig, load_config, to_dict  # noqa: E402
+from agentrl_shared.models import model_path  # noqa: E402
+from agentrl_shared.provenance import git_commit  # noqa: E402
 
 from .config import ROWS, DataConfig, VADConfig, row_label  # noqa: E402
 from .views import DataError  # noqa: E402
@@ -34,7 +36,7 @@ logger = logging.getLogger("vad")
 SECTIONS = {"trainer": VADConfig, "data": DataConfig, "model": ModelConfig}
 SCALE_CONFIGS = {"cpu": "procedural_tiny-qwen25vl_cpu", "paper": "visionopd_qwen3.5-4b_paper"}
 DEFAULT_OUTPUT = "runs/vad"
-TINY_VLM = "tiny-qwen25-vl"
+TINY_VLM = "tiny-qwen25-vl"  # built offline by agentrl_shared.vlm
 
 
 class UsageError(Exception):
@@ -48,24 +50,6 @@ def setup_logging() -> None:
         level=logging.INFO if rank == 0 else logging.WARNING, format="%(asctime)s %(name)s: %(message)s",
         datefmt="%H:%M:%S",
     )  # fmt: skip
-
-
-def commit() -> str:
-    """Short commit of the working tree the command runs in (results carry it), or `unknown`."""
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-        return out.stdout.strip() or "unknown"
-    except OSError:
-        return "unknown"
-
-
-def model_path(name: str) -> str:
-    """`tiny-qwen25-vl` is built offline (agentrl_shared.vlm); anything else is a local path or a Hub id."""
-    if name == TINY_VLM:
-        from agentrl_shared.vlm import tiny_qwen25_vl
-
-        return str(tiny_qwen25_vl())
-    return name
 
 
 def data_root() -> Path:
@@ -102,7 +86,11 @@ def train_dataset(data: DataConfig):
 
     from .views import load_vision_opd, procedural_rows
 
-    views = {"crop_context": data.crop_context, "degrade_scale": data.degrade_scale, "minus_framing": data.minus_framing}
+    views = {
+        "crop_context": data.crop_context,
+        "degrade_scale": data.degrade_scale,
+        "minus_framing": data.minus_framing,
+    }
     if data.name == "procedural":
         size = {"image_size": data.image_size, "detail_size": data.detail_size}
         return Dataset.from_list(procedural_rows(data.num_train, seed=data.seed, **size, **views))
@@ -137,7 +125,7 @@ def evaluate(cfg: dict, out: Path, generate, rank: int = 0, world: int = 1, barr
         judge = {"base_url": data.judge_base_url, "model": data.judge_model}
     if data.name == "procedural":
         path = out / "procedural" / f"rank{rank}.jsonl"
-        path.unlink(missing_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         items = [it for i, it in enumerate(procedural_items(data, out)) if i % world == rank]
         with path.open("w") as f:
             for batch in evaluation.batches(items, data.eval_batch_size):
@@ -170,7 +158,9 @@ def generator_for(cfg: dict, model=None, processor=None, trainer=None):
     if data.eval_backend == "vllm":
         if trainer is not None:  # TRL's colocated engine: load the trained weights into it first
             if not trainer.use_vllm or trainer.args.vllm_mode != "colocate":
-                raise UsageError("data.eval_backend=vllm after training needs trainer.use_vllm=true vllm_mode=colocate.")
+                raise UsageError(
+                    "data.eval_backend=vllm after training needs trainer.use_vllm=true vllm_mode=colocate."
+                )
             if trainer.args.vllm_tensor_parallel_size != 1:
                 raise UsageError("data.eval_backend=vllm shards items over ranks: set vllm_tensor_parallel_size=1.")
             trainer.vllm_generation.sync_weights()
@@ -199,7 +189,7 @@ def result_record(cfg: dict, row: str, scores: dict, **extra) -> dict:
         "model": cfg["model"].name_or_path,
         "config": cfg["_name"],
         "seed": cfg["trainer"].seed,
-        "commit": commit(),
+        "commit": git_commit(),
         "scores": scores["scores"],
         "details": scores["details"],
         **extra,
@@ -327,7 +317,9 @@ def parser() -> argparse.ArgumentParser:
 
     def common(q, config_help):
         q.add_argument("--config", default=None, help=config_help)
-        q.add_argument("--output", default=DEFAULT_OUTPUT, help=f"folder for runs (default {DEFAULT_OUTPUT}, git-ignored)")
+        q.add_argument(
+            "--output", default=DEFAULT_OUTPUT, help=f"folder for runs (default {DEFAULT_OUTPUT}, git-ignored)"
+        )
         q.add_argument("overrides", nargs="*", help="section.key=value or key=value (e.g. trainer.learning_rate=1e-5)")
 
     q = sub.add_parser("train", help="train one table row, then evaluate it")
@@ -373,7 +365,7 @@ def main(argv: list[str] | None = None) -> None:
     setup_logging()
     try:
         run(argv if argv is not None else sys.argv[1:])
-    except (UsageError, DataError) as err:
+    except (UsageError, DataError, ConfigError) as err:
         logger.error("%s", err)
         sys.exit(2)
 

@@ -77,10 +77,14 @@ class VADConfig(GRPOConfig):
         },
     )
     eps: float = field(default=1e-8, metadata={"help": "UNCERTAIN (Sec. 3.2 does not say): norm-denominator epsilon."})
-    log_eps: float = field(default=1e-10, metadata={"help": "UNCERTAIN (Sec. 3.2 does not say): epsilon inside phi's logs."})
+    log_eps: float = field(
+        default=1e-10, metadata={"help": "UNCERTAIN (Sec. 3.2 does not say): epsilon inside phi's logs."}
+    )
     scalar_scale: float | None = field(
         default=None,
-        metadata={"help": "UNCERTAIN (Tab. 2 does not say): s for target=scalar; None uses s = |r_vis| / |r| per position."},
+        metadata={
+            "help": "UNCERTAIN (Tab. 2 does not say): s for target=scalar; None uses s = |r_vis| / |r| per position."
+        },
     )
     is_clip: float | None = field(
         default=2.0,
