@@ -40,7 +40,7 @@ test-slow: setup  ## also run the slow tests (minutes)
 
 # each package's reproduce and report commands (vitabench2 is a harness: its "reproduce" is the offline sample run)
 REPRODUCE_sdar = sdar reproduce --scale $(SCALE) --seeds $(SEEDS)
-REPRODUCE_vad = vad reproduce --scale $(SCALE)
+REPRODUCE_vad = sh -c 'vad reproduce --scale $(SCALE) --output runs/vad && vad report runs/vad'
 REPRODUCE_vitabench2 = sh -c 'vitabench2 reproduce --output runs/vitabench2 && $(REPORT_vitabench2) \
 	runs/vitabench2/sample_smollm2_full_context runs/vitabench2/sample_smollm2_rag'
 REPORT_sdar = sdar report
