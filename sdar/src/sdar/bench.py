@@ -60,7 +60,7 @@ def rollout_seconds(model_name: str, batched: bool, episodes: int = 8) -> float:
 
 
 def merge(figures: dict) -> None:
-    from agentrl_shared.evaluation import git_commit
+    from agentrl_shared.provenance import git_commit
 
     path = ROOT / "bench-results.json"
     data = json.loads(path.read_text()) if path.exists() else {}

@@ -8,27 +8,12 @@ the git commit, the resolved config and the seeds (architecture.md, "Numbers in 
 import json
 import math
 import statistics
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from .provenance import git_commit
 from .rollout import Episode, RolloutCollector, episode_metrics
-
-
-def git_commit() -> str:
-    """Short commit of the working tree (with `+dirty` when it has uncommitted changes), or `unknown`."""
-    try:
-        root = Path(__file__).resolve().parent
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True
-        ).stdout.strip()
-        return commit + ("+dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def episode_record(ep: Episode) -> dict:
@@ -131,4 +116,4 @@ def write_results(path: Path, payload: dict) -> None:
     path.write_text(json.dumps(payload, indent=2, default=str) + "\n")
 
 
-__all__ = ["episode_metrics", "git_commit", "pass_at_k", "run_panel", "summarize", "write_results"]
+__all__ = ["episode_metrics", "pass_at_k", "run_panel", "summarize", "write_results"]
