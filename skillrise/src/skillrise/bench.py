@@ -37,7 +37,7 @@ def cost_per_token(overrides: list[str], steps: int = 6) -> tuple[float, float, 
 
 
 def merge(figures: dict) -> None:
-    from agentrl_shared.evaluation import git_commit
+    from agentrl_shared.provenance import git_commit
 
     path = ROOT / "bench-results.json"
     data = json.loads(path.read_text()) if path.exists() else {}
