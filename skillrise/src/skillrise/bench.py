@@ -32,8 +32,11 @@ def cost_per_token(overrides: list[str], steps: int = 6) -> tuple[float, float, 
     logs = [h for h in payload["log_history"] if "step_time" in h][1:]
     times = [h["step_time"] for h in logs]
     tokens = [h["skillrise/generated_tokens"] for h in logs]
-    return statistics.median(times), statistics.median(tokens), statistics.median(t / n for t, n in
-                                                                                   zip(times, tokens, strict=True))
+    return (
+        statistics.median(times),
+        statistics.median(tokens),
+        statistics.median(t / n for t, n in zip(times, tokens, strict=True)),
+    )
 
 
 def merge(figures: dict) -> None:

@@ -116,8 +116,9 @@ def panels(cfg: dict) -> dict[str, list[list[dict]]]:
     if "repeat" in env.eval_modes:
         out["repeat"] = repeat_groups(tasks[: env.eval_tasks], env.eval_k)
     if "cross" in env.eval_modes:
-        groups = build_groups(tasks, env.name, env.eval_k, seed=0, difficulty=difficulty_fn(env.name, tasks,
-                                                                                            env.env_kwargs))
+        groups = build_groups(
+            tasks, env.name, env.eval_k, seed=0, difficulty=difficulty_fn(env.name, tasks, env.env_kwargs)
+        )
         out["cross"] = groups[: max(env.eval_tasks // env.eval_k, 1)]
     return out
 
