@@ -49,11 +49,16 @@ def merge(figures: dict) -> None:
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
-def main() -> None:
-    g_time, g_tokens, g_cost = cost_per_token(GRPO)
-    s_time, s_tokens, s_cost = cost_per_token([])
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m skillrise.bench", description=__doc__)
+    parser.add_argument("--steps", type=int, default=6, help="optimizer steps per run (the first is dropped)")
+    steps = parser.parse_args(argv).steps
+    g_time, g_tokens, g_cost = cost_per_token(GRPO, steps)
+    s_time, s_tokens, s_cost = cost_per_token([], steps)
     figures = {
-        "config": "smoke.yaml, 6 steps, first dropped; SkillRise 4 trials x K 2, GRPO 8 episodes (groups of 4)",
+        "config": f"smoke.yaml, {steps} steps, first dropped; SkillRise 4 trials x K 2, GRPO 8 episodes (groups of 4)",
         "grpo_step_time_s": g_time,
         "grpo_generated_tokens_per_step": g_tokens,
         "skillrise_step_time_s": s_time,
