@@ -229,7 +229,7 @@ def step_times(overrides: list[str]) -> list[float]:
 
 
 def merge(figures: dict) -> None:
-    from agentrl_shared.evaluation import git_commit
+    from agentrl_shared.provenance import git_commit
 
     path = ROOT / "bench-results.json"
     data = json.loads(path.read_text()) if path.exists() else {}

@@ -1,0 +1,340 @@
+"""EnvACE training data: the official checklist format and a generator of tool tasks with real back ends.
+
+Official rows (EnvACE `agent_system/dataset/checklist_dataset.py`@173e941, built by the CM2 pipeline,
+namezhenzhang/CM2-RLCR-Tool-Agent@2758991 `pipeline/4_checklist_labeling/`) carry the tool schemas, the reference
+conversation whose user turns are replayed (`all_messages`), per-turn weighted checklists (`checklist_list`,
+num_checklists x num_turns x items) and the ground-truth `tool_call_response_map` that the rehearsal role sees as
+few-shot. The files are not public, so `generate_tasks` builds tasks of the same shape whose tools have deterministic
+Python back ends: the ground truth is real, a real-environment baseline exists, and every checklist item carries a
+machine-checkable `rule` for the rule-based judge.
+"""
+
+import json
+import random
+from pathlib import Path
+
+
+class DataError(ValueError):
+    """A data file is missing or not in the checklist format."""
+
+
+# --- the official format -------------------------------------------------------------------------------------------
+def _as_json(value):
+    """Parquet stores nested fields as JSON strings in some exports; decode those."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+def _tool_call_parts(call: dict) -> tuple[str, dict]:
+    fn = call.get("function", call)
+    args = _as_json(fn.get("arguments", {}))
+    return fn["name"], args if isinstance(args, dict) else {}
+
+
+def tool_call_response_map(messages: list[dict]) -> dict[str, list[list]]:
+    """`{tool_name: [[arguments, response], ...]}` from a reference conversation: the k-th tool message after an
+    assistant message answers its k-th tool call (CM2 tool messages carry no call id)."""
+    out: dict[str, list[list]] = {}
+    pending: list[tuple[str, dict]] = []
+    for m in messages:
+        if m["role"] == "assistant":
+            pending = [_tool_call_parts(c) for c in (m.get("tool_calls") or [])]
+        elif m["role"] in ("tool", "observation") and pending:
+            name, args = pending.pop(0)
+            out.setdefault(name, []).append([args, _as_json(m.get("content", ""))])
+    return out
+
+
+def normalize_record(record: dict, max_num_checklist: int = 1) -> dict:
+    """One official (EnvACE parquet or CM2 JSON) record -> the task dict every module of this package uses.
+
+    Keys read: `uuid`; `tools` (or `extra_info.tools`); `checklist_list` (EnvACE) or `checklists` (CM2);
+    `all_messages` (EnvACE) or `messages` (CM2) as the reference conversation; `tool_call_response_map` when present,
+    else derived from the reference conversation. `max_num_checklist` = 1 as in the official launch scripts.
+    """
+    extra = _as_json(record.get("extra_info")) or {}
+    tools = _as_json(record.get("tools", extra.get("tools")))
+    checklists = _as_json(record.get("checklist_list", record.get("checklists")))
+    reference = _as_json(record.get("all_messages", record.get("messages")))
+    missing = [k for k, v in (("tools", tools), ("checklists", checklists), ("all_messages", reference)) if not v]
+    if missing:
+        raise DataError(f"record {record.get('uuid')!r} lacks {', '.join(missing)}: not a checklist-annotated row.")
+    reference = [dict(m) for m in reference]
+    user_turns = [m["content"] for m in reference if m["role"] == "user"]
+    checklists = [[list(turn) for turn in c] for c in checklists[:max_num_checklist]]
+    for c in checklists:
+        if len(c) != len(user_turns):
+            raise DataError(
+                f"record {record.get('uuid')!r}: a checklist has {len(c)} turns but the reference conversation has "
+                f"{len(user_turns)} user turns; the format needs one checklist turn per user turn."
+            )
+    gt_map = _as_json(record.get("tool_call_response_map")) or tool_call_response_map(reference)
+    system = [m["content"] for m in reference[:1] if m["role"] == "system"]
+    return {
+        "task_id": str(record.get("uuid", record.get("task_id"))),
+        "task_type": record.get("task_type", "checklist"),
+        "system": system[0] if system else None,
+        "tools": [t if "function" in t else {"type": "function", "function": t} for t in tools],
+        "reference_messages": reference,
+        "user_turns": user_turns,
+        "checklists": checklists,
+        "tool_call_response_map": gt_map,
+        "backend": record.get("backend"),
+    }
+
+
+def load_checklist_file(path: str | Path, max_num_checklist: int = 1) -> list[dict]:
+    """Tasks from a `.json` list (CM2 `checklist_annotated.json`), `.jsonl` or `.parquet` (EnvACE `*_train.parquet`)."""
+    path = Path(path)
+    if not path.exists():
+        raise DataError(
+            f"{path} does not exist. The EnvACE/CM2 training files are not public (regenerate them with the CM2 "
+            "pipeline); use `env.source=generated` for the generated tool tasks."
+        )
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        records = pq.read_table(path).to_pylist()
+    elif path.suffix == ".jsonl":
+        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    elif path.suffix == ".json":
+        records = json.loads(path.read_text())
+        records = records if isinstance(records, list) else [records]
+    else:
+        raise DataError(f"{path}: unknown suffix {path.suffix!r}; expected .json, .jsonl or .parquet.")
+    return [normalize_record(r, max_num_checklist) for r in records]
+
+
+# --- tool back ends of the generated tasks -------------------------------------------------------------------------
+CITIES = ["Paris", "Tokyo", "Lima", "Oslo", "Cairo", "Denver", "Hanoi", "Quito", "Perth", "Riga", "Accra", "Bern"]
+CONDITIONS = ["sunny", "cloudy", "rainy", "snowy", "windy", "foggy"]
+CURRENCIES = ["USD", "EUR", "JPY", "GBP", "CHF", "CAD"]
+TICKERS = ["ACME", "BOLT", "CRUX", "DYNA", "EPIC", "FLUX", "GRID", "HALO"]
+ORDER_STATUS = ["shipped", "processing", "delivered", "cancelled"]
+
+TOOL_SCHEMAS = {
+    "get_weather": {
+        "description": "Current weather of a city: temperature in Celsius and the sky condition.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "description": "City name, e.g. 'Paris'."}},
+            "required": ["city"],
+        },
+    },
+    "convert_currency": {
+        "description": "Convert an amount between two currencies at today's rate.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "amount": {"type": "number", "description": "Amount in the source currency."},
+                "from_currency": {"type": "string", "description": "ISO code of the source currency, e.g. 'USD'."},
+                "to_currency": {"type": "string", "description": "ISO code of the target currency, e.g. 'EUR'."},
+            },
+            "required": ["amount", "from_currency", "to_currency"],
+        },
+    },
+    "get_stock_price": {
+        "description": "Latest price of a stock in USD.",
+        "parameters": {
+            "type": "object",
+            "properties": {"ticker": {"type": "string", "description": "Ticker symbol, e.g. 'ACME'."}},
+            "required": ["ticker"],
+        },
+    },
+    "get_order_status": {
+        "description": "Status and item count of an order.",
+        "parameters": {
+            "type": "object",
+            "properties": {"order_id": {"type": "string", "description": "Order id, e.g. 'A1042'."}},
+            "required": ["order_id"],
+        },
+    },
+}
+_JSON_TYPES = {"string": str, "number": (int, float), "integer": int, "object": dict, "array": list, "boolean": bool}
+
+
+def tool_schema(name: str) -> dict:
+    return {"type": "function", "function": {"name": name, **TOOL_SCHEMAS[name]}}
+
+
+def tool_error(code: str, message: str) -> dict:
+    """The `error_tool_call` object of the official simulator contract (EnvACE `simulate_core/_error.py`@173e941):
+    codes INVALID_TOOL_CALL_FORMAT, TOOL_NOT_AVAILABLE, INVALID_PARAMETERS."""
+    return {"error_tool_call": {"code": code, "message": message}}
+
+
+class ToolWorld:
+    """Deterministic back ends of the generated tools: a database drawn from `seed`, pure lookups and arithmetic.
+
+    `execute` validates like the official simulator's validation order (tool whitelist, then argument schema) and
+    returns an `error_tool_call` object on failure, else the result dict.
+    """
+
+    def __init__(self, seed: int):
+        rng = random.Random(seed)
+        self.weather = {
+            c: {"temperature_c": rng.randint(-10, 35), "condition": rng.choice(CONDITIONS)} for c in CITIES
+        }
+        self.rates = {c: 1.0 if c == "USD" else round(rng.uniform(0.005, 2.0), 4) for c in CURRENCIES}  # USD per unit
+        self.prices = {t: round(rng.uniform(5, 500), 2) for t in TICKERS}
+        self.orders = {
+            f"A{1000 + i}": {"status": rng.choice(ORDER_STATUS), "items": rng.randint(1, 9)} for i in range(40)
+        }
+
+    def execute(self, name: str, arguments: dict, whitelist: list[str] | None = None) -> dict:
+        if name not in TOOL_SCHEMAS or (whitelist is not None and name not in whitelist):
+            return tool_error("TOOL_NOT_AVAILABLE", f"Tool {name!r} is not available.")
+        schema = TOOL_SCHEMAS[name]["parameters"]
+        if not isinstance(arguments, dict):
+            return tool_error("INVALID_PARAMETERS", "Arguments must be a JSON object.")
+        for key in schema["required"]:
+            if key not in arguments:
+                return tool_error("INVALID_PARAMETERS", f"Missing required argument {key!r}.")
+        for key, value in arguments.items():
+            prop = schema["properties"].get(key)
+            if prop is None:
+                return tool_error("INVALID_PARAMETERS", f"Unknown argument {key!r}.")
+            if not isinstance(value, _JSON_TYPES[prop["type"]]) or isinstance(value, bool) != (
+                prop["type"] == "boolean"
+            ):
+                return tool_error("INVALID_PARAMETERS", f"Argument {key!r} must be of type {prop['type']}.")
+        if name == "get_weather":
+            city = arguments["city"].strip().title()
+            if city not in self.weather:
+                return {"city": arguments["city"], "found": False, "message": "Unknown city."}
+            return {"city": city, **self.weather[city]}
+        if name == "convert_currency":
+            src, dst = arguments["from_currency"].upper(), arguments["to_currency"].upper()
+            unknown = [c for c in (src, dst) if c not in self.rates]
+            if unknown:
+                return {"found": False, "message": f"Unknown currency {unknown[0]}."}
+            rate = round(self.rates[src] / self.rates[dst], 4)
+            return {"amount": arguments["amount"], "from": src, "to": dst, "rate": rate,
+                    "converted": round(arguments["amount"] * rate, 2)}  # fmt: skip
+        if name == "get_stock_price":
+            ticker = arguments["ticker"].strip().upper()
+            if ticker not in self.prices:
+                return {"ticker": ticker, "found": False, "message": "Unknown ticker."}
+            return {"ticker": ticker, "price_usd": self.prices[ticker]}
+        order = self.orders.get(arguments["order_id"].strip().upper())
+        if order is None:
+            return {"order_id": arguments["order_id"], "found": False, "message": "No such order."}
+        return {"order_id": arguments["order_id"].strip().upper(), **order}
+
+
+def world_for(task: dict) -> ToolWorld:
+    """The back end of a generated task (`task["backend"]`); official tasks have none."""
+    if not task.get("backend"):
+        raise DataError(f"task {task['task_id']!r} has no tool back end (official data): use the rehearsal role "
+                        "or an external simulator for its tool responses.")  # fmt: skip
+    return ToolWorld(task["backend"]["seed"])
+
+
+def _turn(world: ToolWorld, rng: random.Random) -> tuple[str, str, dict, str]:
+    """(user request, tool, arguments, the response field the reply must state) of one turn."""
+    name = rng.choice(sorted(TOOL_SCHEMAS))
+    if name == "get_weather":
+        city = rng.choice(CITIES)
+        return f"What is the temperature in {city} right now?", name, {"city": city}, "temperature_c"
+    if name == "convert_currency":
+        amount = rng.choice([10, 25, 50, 100, 250])
+        src, dst = rng.sample(CURRENCIES, 2)
+        return (f"How much is {amount} {src} in {dst}?", name,
+                {"amount": amount, "from_currency": src, "to_currency": dst}, "converted")  # fmt: skip
+    if name == "get_stock_price":
+        ticker = rng.choice(TICKERS)
+        return f"What is the current price of {ticker} stock?", name, {"ticker": ticker}, "price_usd"
+    order = rng.choice(sorted(world.orders))
+    return f"What is the status of my order {order}?", name, {"order_id": order}, "status"
+
+
+def _format_value(value) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def generate_tasks(num_tasks: int, seed: int, max_turns: int = 2, num_distractor_tools: int = 1) -> list[dict]:
+    """`num_tasks` generated tasks in the official task shape (1 to `max_turns` user turns, one tool call each).
+
+    Turn checklist, derived from the ground truth (weights sum to 1 per turn, as the CM2 items do):
+    - `call` (focus `assistant.tool_calls`, weight 0.5, required for the next turn): the gold call was made;
+    - `reply` (focus `assistant.content.user_visible_reply`, weight 0.5, depends on `call`): the reply states the
+      value of the gold tool response (e.g. the temperature).
+    Each item carries a `rule` for `reward.RuleJudge`. Tools offered = the turn tools plus distractors.
+    """
+    rng = random.Random(seed)
+    tasks = []
+    for i in range(num_tasks):
+        world_seed = rng.randrange(2**31)
+        world = ToolWorld(world_seed)
+        n_turns = rng.randint(1, max_turns)
+        reference: list[dict] = []
+        turns_checklist, gt_map, used = [], {}, []
+        for t in range(n_turns):
+            request, name, args, field = _turn(world, rng)
+            response = world.execute(name, args)
+            value = _format_value(response[field])
+            call_id = f"call_{i}_{t}"
+            reply = f"The {field.replace('_', ' ')} is {value}."
+            reference += [
+                {"role": "user", "content": request},
+                {"role": "assistant", "content": "",
+                 "tool_calls": [{"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}]},
+                {"role": "tool", "name": name, "tool_call_id": call_id, "content": json.dumps(response)},
+                {"role": "assistant", "content": reply},
+            ]  # fmt: skip
+            gt_map.setdefault(name, []).append([args, response])
+            used.append(name)
+            snippet = json.dumps({"name": name, "arguments": args})
+            turns_checklist.append(
+                [
+                    {"id": f"T{t}C0", "focus_on": "assistant.tool_calls",
+                     "question": f"Did the assistant call {name} with arguments {json.dumps(args)}?",
+                     "pass_condition": f"An assistant tool call has name={name} and arguments equal to {json.dumps(args)}.",
+                     "failure_examples": ["No tool call", "Wrong tool name", "Wrong or missing argument"],
+                     "evidence": [{"turn": t, "step": 0, "from": "assistant.tool_calls", "snippet": snippet}],
+                     "required_for_next_turn": True, "dependence": [], "weight": 0.5,
+                     "rule": {"kind": "tool_call", "name": name, "arguments": args}},
+                    {"id": f"T{t}C1", "focus_on": "assistant.content.user_visible_reply",
+                     "question": f"Does the reply tell the user that the {field.replace('_', ' ')} is {value}?",
+                     "pass_condition": f"The user-visible reply contains the value {value}.",
+                     "failure_examples": ["No reply", "A different value", "A value not from the tool response"],
+                     "evidence": [{"turn": t, "step": 1, "from": "assistant.content.user_visible_reply",
+                                   "snippet": reply}],
+                     "required_for_next_turn": False, "dependence": [f"T{t}C0"], "weight": 0.5,
+                     "rule": {"kind": "reply_contains", "text": value}},
+                ]
+            )  # fmt: skip
+        others = [n for n in sorted(TOOL_SCHEMAS) if n not in used]
+        distractors = rng.sample(others, k=min(num_distractor_tools, len(others)))
+        offered = sorted(set(used) | set(distractors))
+        tasks.append(
+            {
+                "task_id": f"gen-{seed}-{i}",
+                "task_type": "+".join(used),
+                "system": None,
+                "tools": [tool_schema(n) for n in offered],
+                "reference_messages": reference,
+                "user_turns": [m["content"] for m in reference if m["role"] == "user"],
+                "checklists": [turns_checklist],
+                "tool_call_response_map": gt_map,
+                "backend": {"world": "generated", "seed": world_seed},
+            }
+        )
+    return tasks
+
+
+def load_tasks(source: str, split: str, num_tasks: int, seed: int, path: str | None = None, max_turns: int = 2,
+               max_num_checklist: int = 1) -> list[dict]:  # fmt: skip
+    """Tasks of one split: `generated` (train / eval draw from disjoint seeds) or `file` (an official file)."""
+    if source == "generated":
+        offset = {"train": 0, "eval": 1_000_000}[split]
+        return generate_tasks(num_tasks, seed + offset, max_turns)
+    if source == "file":
+        if path is None:
+            raise DataError("env.source=file needs env.train_path / env.eval_path (an official checklist file).")
+        return load_checklist_file(path, max_num_checklist)[:num_tasks]
+    raise DataError(f"Unknown env.source {source!r}; valid: generated, file.")
