@@ -59,7 +59,10 @@ def test_hf_generator_autocast_generates_in_bf16(tiny, monkeypatch):
         return forward(*args, **kwargs)
 
     monkeypatch.setattr(model, "forward", spy)
-    prompts = [tok("<action>go to", add_special_tokens=False).input_ids, tok("Task:", add_special_tokens=False).input_ids]
+    prompts = [
+        tok("<action>go to", add_special_tokens=False).input_ids,
+        tok("Task:", add_special_tokens=False).input_ids,
+    ]
     completions, logps = HFGenerator(model, tok, 4, temperature=0.0, autocast_dtype=torch.bfloat16)(prompts)
     assert logps is None and len(completions) == 2 and all(1 <= len(c) <= 4 for c in completions)
     assert seen and all(seen)
