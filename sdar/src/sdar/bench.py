@@ -12,7 +12,8 @@ machine wall time is noisy, CPU time much less so.
    sequential speedup, and batched time as a fraction of the ceiling (`batched_over_ceiling` = ceiling / batched).
 3. Evaluation pass: the 64-task panel in one batch against chunks of 16 (the old pool size), same episodes.
 4. Step time of SDAR over GRPO on the tiny `smoke.yaml` (the only difference is the teacher forward).
-Figures are merged under `sdar/` into `bench-results.json` at the repository root (earlier `sdar/` keys replaced).
+Figures are merged under `sdar/` into `bench-results.json` at the repository root (earlier `sdar/` keys replaced),
+after each section. Run order: 2, 1, 3, 4.
 """
 
 import json
@@ -247,6 +248,17 @@ def main() -> None:
     figures = {"config": {"main_job": f"{CPU_CONFIG}, SDAR, 2 rollouts + 1 evaluation pass (64 episodes)",
                           "rollout": "textrooms, SmolLM2-135M, greedy, bf16 autocast, 16 episodes, 2 turns",
                           "step_time": "smoke.yaml, 6 steps, first dropped"}}  # fmt: skip
+    roll = batched_rollout_vs_ceiling()
+    figures["rollout"] = roll
+    print(f"\n{'rollout, 16 episodes (s)':38s} {'sequential':>10s} {'batched':>8s} {'ceiling':>8s} "
+          f"{'speedup':>8s} {'ceiling':>8s} {'batched/ceiling':>15s}")  # fmt: skip
+    for kind in ("wall", "cpu"):
+        seq, bat, ceil = (roll[f"{k}_s"][kind] for k in ("sequential", "batched", "ceiling"))
+        print(f"  {kind:36s} {seq:10.2f} {bat:8.2f} {ceil:8.2f} {seq / bat:8.2f} {seq / ceil:8.2f} "
+              f"{ceil / bat:15.2f}")  # fmt: skip
+
+    merge(figures)  # written after every section: a long bench interrupted keeps what it measured
+
     split = main_job_split()
     figures["main_job_split"] = split
     print(f"\nmain job ({CPU_CONFIG}, SDAR), seconds per rollout unless noted    wall      cpu")
@@ -260,15 +272,7 @@ def main() -> None:
         f"{split['estimated_reproduce_one_seed_s_wall'] / 60:.1f} min wall, "
         f"{split['estimated_reproduce_one_seed_s_cpu'] / 60:.1f} min from CPU time"
     )
-
-    roll = batched_rollout_vs_ceiling()
-    figures["rollout"] = roll
-    print(f"\n{'rollout, 16 episodes (s)':38s} {'sequential':>10s} {'batched':>8s} {'ceiling':>8s} "
-          f"{'speedup':>8s} {'ceiling':>8s} {'batched/ceiling':>15s}")  # fmt: skip
-    for kind in ("wall", "cpu"):
-        seq, bat, ceil = (roll[f"{k}_s"][kind] for k in ("sequential", "batched", "ceiling"))
-        print(f"  {kind:36s} {seq:10.2f} {bat:8.2f} {ceil:8.2f} {seq / bat:8.2f} {seq / ceil:8.2f} "
-              f"{ceil / bat:15.2f}")  # fmt: skip
+    merge(figures)
 
     ev = evaluation_pass()
     figures["evaluation_pass"] = ev
