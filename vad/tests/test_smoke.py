@@ -120,3 +120,22 @@ def test_cli_train_eval_report_end_to_end(tmp_path):
     assert "| Avg6 | Qwen/Qwen3.5-4B | vad | 78.32 (Tab. 1) | not run | - |" in table
     assert "| procedural | tiny-qwen25-vl (smoke) | vad |" in table and table in readme.read_text()
     assert json.loads((tmp_path / "results" / "smoke" / "base_seed0.json").read_text())["row"] == "base"
+
+
+def test_loss_chunking_and_vllm_importance_sampling(tmp_path):
+    """The loss is the same whatever `logit_chunk_size`, and TRL's vLLM importance-sampling ratio multiplies the
+    per-token loss exactly as in TRL's own `_compute_loss` when `use_vllm` and the correction are on."""
+    cfg = cli.load("smoke", [f"trainer.output_dir={tmp_path}", "trainer.logit_chunk_size=256"])
+    trainer = cli.build_trainer(cfg)
+    row = trainer.train_dataset[0]
+    inputs = trainer._generate_and_score_completions([row] * trainer.args.num_generations)
+    model = trainer.model
+    with torch.no_grad():
+        full = trainer._compute_loss(model, inputs)
+        trainer.args.logit_chunk_size = 1
+        chunked = trainer._compute_loss(model, inputs)
+        torch.testing.assert_close(chunked, full)
+        trainer.use_vllm, trainer.vllm_importance_sampling_correction = True, True
+        inputs["importance_sampling_ratio"] = torch.full_like(inputs["completion_mask"], 0.5, dtype=torch.float32)
+        torch.testing.assert_close(trainer._compute_loss(model, inputs), 0.5 * full)
+    assert full.item() >= 0.0
