@@ -166,9 +166,9 @@ def evaluate_model(cfg: dict, method: str = "eval", out: Path | None = None) -> 
     from agentrl_shared.models import model_path
     from agentrl_shared.prompts import make_prompt
     from agentrl_shared.rollout import RolloutCollector
+    from agentrl_shared.skills import student_prompt
 
     from .config import ENV_TO_PROMPT
-    from .skills import privileged_prompt, select_skills
 
     args, env, model_cfg = cfg["trainer"], cfg["env"], cfg["model"]
     out = out or Path(args.output_dir)
@@ -182,7 +182,7 @@ def evaluate_model(cfg: dict, method: str = "eval", out: Path | None = None) -> 
     if args.eval_with_skills:
 
         def transform(text: str, task: dict) -> str:
-            return privileged_prompt(text, select_skills(env.name, task, text), args.skill_position)
+            return student_prompt(env.name, text, task)  # Skill-Prompt*: skills in the user message
 
     generate = HFGenerator(model, tok, args.max_completion_length, env.eval_temperature)
     slots = args.per_device_train_batch_size * args.steps_per_generation if args.steps_per_generation else 16
