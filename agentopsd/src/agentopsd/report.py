@@ -68,12 +68,24 @@ def curves(runs: dict[str, list[dict]], path: Path) -> None:
     plot_curves(series, path, "rollouts", "held-out success % (greedy)", "TextRooms, SmolLM2-135M (CPU scale)")
 
 
+def bench_line(path: Path) -> str:
+    """The step-time ratio from `bench-results.json` (written by `python -m agentopsd.bench`), or `not run`."""
+    data = json.loads(path.read_text()) if path.exists() else {}
+    key = "agentopsd/step_time_ratio_agentopsd_over_grpo"
+    if key not in data:
+        return "not run"
+    return (f"AgentOPSD / GRPO step time = {data[key]:.2f} (GRPO {data['agentopsd/grpo_step_time_s']:.2f} s, AgentOPSD "
+            f"{data['agentopsd/agentopsd_step_time_s']:.2f} s; {data['agentopsd/config']['step_time']}; commit "
+            f"{data['agentopsd/commit']})")  # fmt: skip
+
+
 def report() -> None:
     readme_path = PACKAGE_DIR / "README.md"
     text = readme_path.read_text()
     cpu = load_runs("cpu")
     text = replace_block(text, "results-cpu", cpu_table(cpu))
     text = replace_block(text, "results-paper", paper_table(load_runs("paper")))
+    text = replace_block(text, "bench", bench_line(PACKAGE_DIR.parent / "bench-results.json"))
     readme_path.write_text(text)
     if cpu:
         curves(cpu, RESULTS / "cpu" / "learning_curves.png")
