@@ -45,6 +45,7 @@ def test_cli_trains_two_steps_and_moves_every_parameter(tmp_path):
     assert n > 0 and same == [], f"unchanged parameters: {same}"
 
 
+@pytest.mark.slow  # two more CPU trainings; the default suite keeps the method's turn and token paths and ZeRO-3
 @pytest.mark.parametrize("method", ["rlsd", "skill_sd"])
 def test_cli_trains_the_baselines(tmp_path, method):
     out = tmp_path / method
