@@ -175,9 +175,11 @@ class SDARTrainer(GRPOTrainer):
                 f"per_device_train_batch_size * steps_per_generation = {episodes_per_rank} episodes per rank must "
                 f"be a multiple of num_generations = {self.num_generations}, so that each group lives on one rank."
             )
+        # one pool for rollouts and evaluation passes (a rollout uses its first `episodes_per_rank` slots)
+        self.eval_batch_size = env_config.eval_batch_size or self.episodes_per_rank
         self.pool = EnvPool(
             partial(make_env, env_config.name, **env_config.env_kwargs),
-            num_slots=episodes_per_rank,
+            num_slots=max(self.episodes_per_rank, self.eval_batch_size),
             timeout=env_config.step_timeout,
             num_workers=env_config.num_workers,
         )
@@ -470,12 +472,13 @@ class SDARTrainer(GRPOTrainer):
     # --- evaluation on a fixed panel ---
     def evaluate_panel(self, tasks: list[dict], seeds: list[int], temperature: float) -> list[Episode]:
         """Play every (task, seed) of the panel without skills (unless `eval_with_skills`); every rank returns all
-        episodes in rank-interleaved panel order. Ranks take interleaved slices and the same number of chunks, so
-        generation stays in lock-step; every rank must call this."""
+        episodes in rank-interleaved panel order. Ranks take interleaved slices and the same number of chunks of
+        `env.eval_batch_size` episodes (one batched generation per turn for a whole chunk), so generation stays in
+        lock-step; every rank must call this."""
         world, rank = self.accelerator.num_processes, self.accelerator.process_index
         pairs = [(t, s) for s in seeds for t in tasks]
         mine = pairs[rank::world]
-        slots = self.pool.num_slots
+        slots = self.eval_batch_size
         n_chunks = -(-len(pairs) // (world * slots))
         episodes: list[Episode] = []
         was_training = self.model.training

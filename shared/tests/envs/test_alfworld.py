@@ -86,7 +86,9 @@ def test_collect_game_files_rules(games, tmp_path):
         else:
             game["solvable"] = value
         path.write_text(json.dumps(game))
-    assert [t["task_id"] for t in A.load_tasks("train", root)] == [str(files[3].parent.relative_to(root / "json_2.1.1"))]
+    assert [t["task_id"] for t in A.load_tasks("train", root)] == [
+        str(files[3].parent.relative_to(root / "json_2.1.1"))
+    ]
 
 
 def test_expert_wins_with_engine_commands(games, env):

@@ -132,3 +132,36 @@ def test_search_each_result_right_after_its_search(tok, qa_dir):
     assert "Before this step you have taken 2 step(s)." in third
     assert re.findall(r"Step (\d+):", second) == ["1"] and "Paris is the capital" in second
     assert "Jupiter is the fifth planet" not in second  # search 2's result is not shown before search 2
+
+
+# ------------------------------------------------------------------------------------------------ WebShop
+
+
+def test_webshop_episode_prompt_structure(tok, tmp_path_factory):
+    """A 3-turn WebShop episode (search, open a product, pick an option): every prompt has verl-agent's sections,
+    observations through `format_obs`, and the available actions quoted with a comma between `[` and `]` lines."""
+    from agentrl_shared.envs import make_env
+    from agentrl_shared.testing import write_synthetic_catalog
+
+    data = write_synthetic_catalog(tmp_path_factory.mktemp("webshop"))
+    task = load_tasks("webshop", "all", data_dir=data)[0]
+    replies = ["search[running shoes]", "click[b0syn00000]", "click[black]"]
+    policy = Recorder(tok, lambda _, turn: f"<think>t</think><action>{replies[turn]}</action>")
+    with EnvPool(lambda: make_env("webshop", data_dir=data, service="local"), num_slots=1, num_workers=0) as pool:
+        collector = RolloutCollector(pool, make_prompt("webshop"), tok, max_turns=3, max_prompt_length=8192)
+        (ep,) = collector.collect([task], [0], [0], policy)
+    assert len(ep.rows) == 3 and not ep.failed
+    texts = [user_text(p[0]) for p in policy.prompts]
+    instruction = re.search(r"Your task is to: (.+)\.\n", texts[0]).group(1)
+    assert "Your current observation is: 'Search'.\n" in texts[0] and "Before this step" not in texts[0]
+    for turn, text in enumerate(texts):
+        assert text.startswith("\nYou are an expert autonomous agent shopping in the WebShop e-commerce environment.")
+        assert f"\nYour task is to: {instruction}.\n" in text
+        block = text.split("Your available actions in the current situation are:\n[\n", 1)[1].split("\n].\n\n")[0]
+        assert all(line.startswith("'") and line.endswith("',") for line in block.split("\n"))
+        if turn:
+            assert f"Before this step you have taken {turn} step(s)." in text
+            assert f"Action {turn}: '{replies[turn - 1]}']" in text
+            assert instruction not in text.split("You are now at step")[1]  # format_obs drops the instruction part
+    assert "'Back to Search' [SEP] 'Page 1 (Total results:" in texts[1]
+    assert "'click[black]'," in texts[2] and "'click[buy now]'," in texts[2]

@@ -113,6 +113,8 @@ class EnvConfig:
         num_workers (`int`): environment processes (`0` = in-process).
         step_timeout (`float`): seconds before a hung environment is killed and its task marked failed.
         eval_tasks (`int`): fixed panel size (official 128 validation tasks).
+        eval_k (`int`): attempts (repeat) or tasks (cross) per evaluation trial (official 3, also for the GRPO
+            baseline: `val_num_attempts=3`); the knob for "success grows with longer task sequences".
         eval_modes (`list[str]`): `repeat` (official default: same task K times, cumulative pass@1..K) and/or `cross`
             (K different tasks of a family, per-position pass@1).
         eval_carry_mode (`str` or `None`): carry at evaluation (official `val_carry_mode`); None = the training one.
@@ -137,6 +139,7 @@ class EnvConfig:
     num_workers: int = 1
     step_timeout: float = 60.0
     eval_tasks: int = 128
+    eval_k: int = 3
     eval_modes: list[str] = field(default_factory=lambda: ["repeat"])
     eval_carry_mode: str | None = None
     eval_temperature: float = 0.7

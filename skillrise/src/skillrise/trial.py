@@ -272,7 +272,8 @@ class TrialRunner:
         if any(len(g) != K for g in groups):
             raise ValueError("All groups of a rollout must have the same K.")
         trials = [
-            Trial(trial_offset + i, g_id, g, s) for i, (g, g_id, s) in enumerate(zip(groups, group_ids, seeds, strict=True))
+            Trial(trial_offset + i, g_id, g, s)
+            for i, (g, g_id, s) in enumerate(zip(groups, group_ids, seeds, strict=True))
         ]
         documents = [""] * len(trials)  # the document starts empty in every trial (never persisted)
         for p in range(K):

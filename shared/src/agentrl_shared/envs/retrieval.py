@@ -10,7 +10,8 @@ search.py`). This module does the same with the standard library:
   `PorterStemFilter`).
 - `DenseRetriever`: Search-R1's E5 setup (`query: ` prefix, mean pooling, L2 normalisation, faiss inner product) over
   a prebuilt faiss index (`build_dense_index` writes one, offline, once).
-- `serve(spec)` / `RetrievalServer`: an HTTP server holding one retriever; `RemoteRetriever(url)` is its client.
+- `serve(spec)` / `RetrievalServer`: an HTTP server holding one retriever (or one WebShop catalogue, whose methods
+  `RemoteRetriever.call` reaches); `RemoteRetriever(url)` is its client.
 - `node_service(spec)`: the URL of this node's server for `spec`, started by the first environment that asks
   (a lock file in the temp folder serialises the start); later environments, in any process, reuse it. The server
   stops when the process that started the pool (the caller's parent for a pool worker) exits.
@@ -165,6 +166,16 @@ def build_dense_index(corpus_path: str, model_path: str, index_path: str, device
     return Path(index_path)
 
 
+def make_service(spec: dict):
+    """What a node server holds: a retriever (`make_retriever`), or a WebShop catalogue for
+    `{"service": "webshop", "data_dir": ..., "full": ...}` (products, index, per-seed goals)."""
+    if spec.get("service") == "webshop":
+        from .webshop import Catalog
+
+        return Catalog(spec["data_dir"], full=bool(spec.get("full", False)))
+    return make_retriever(spec)
+
+
 def make_retriever(spec: dict):
     """The retriever a spec names (`retriever`: `bm25` or `e5`), built in this process."""
     kind = spec.get("retriever", "bm25")
@@ -210,12 +221,18 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802
         req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        queries = req["queries"] if "queries" in req else [req["query"]]
-        topk = int(req.get("topk", 3))
         with self.server.lock:
             self.server.stats["requests"] += 1
             self.server.stats["clients"] = sorted(set(self.server.stats["clients"]) | {int(req.get("client", 0))})
-        result = [[{"document": {"contents": doc}} for doc in self.server.retriever.search(q, topk)] for q in queries]
+        held = self.server.retriever
+        if self.path.endswith("/call"):  # a method of a shared object (e.g. the WebShop catalogue)
+            if req["method"] not in held.REMOTE_METHODS:
+                raise ValueError(f"{req['method']!r} is not a remote method of {type(held).__name__}")
+            self._reply({"result": getattr(held, req["method"])(*req["args"])})
+            return
+        queries = req["queries"] if "queries" in req else [req["query"]]
+        topk = int(req.get("topk", 3))
+        result = [[{"document": {"contents": doc}} for doc in held.search(q, topk)] for q in queries]
         self._reply({"result": result})
 
 
@@ -224,7 +241,7 @@ def serve(spec: dict, port: int = 0, ready: Path | None = None, owner_pid: int |
     exits; writes `{"url", "pid"}` to `ready` when it accepts requests."""
     t0 = time.perf_counter()
     httpd = ThreadingHTTPServer(("127.0.0.1", port), _Handler)
-    httpd.retriever, httpd.lock = make_retriever(spec), threading.Lock()
+    httpd.retriever, httpd.lock = make_service(spec), threading.Lock()
     httpd.stats = {
         "index_builds": 1,
         "build_s": time.perf_counter() - t0,
@@ -274,6 +291,17 @@ class RemoteRetriever:
     def search(self, query: str, k: int = 3) -> list[str]:
         result = self._post({"queries": [query], "topk": k, "return_scores": False, "client": os.getpid()})
         return [hit["document"]["contents"] for hit in result["result"][0]]
+
+    def call(self, method: str, *args):
+        """A remote method of the object the server holds (`POST .../call`)."""
+        url = self.url.rsplit("/", 1)[0] + "/call"
+        req = urllib.request.Request(
+            url,
+            data=json.dumps({"method": method, "args": list(args), "client": os.getpid()}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            return json.loads(resp.read())["result"]
 
     def stats(self) -> dict:
         with urllib.request.urlopen(self.url, timeout=self.timeout) as resp:

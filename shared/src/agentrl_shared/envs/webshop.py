@@ -15,6 +15,8 @@ verl-agent `webshop/envs.py`: `success_reward` (10) when the episode ends with s
 
 import itertools
 import json
+import multiprocessing
+import os
 import random
 import re
 from decimal import Decimal
@@ -22,7 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from .base import Step
-from .retrieval import BM25Retriever
+from .retrieval import BM25Retriever, RemoteRetriever, node_service
 
 
 SEARCH_RETURN_N = 50  # engine.py: top 50 hits
@@ -324,6 +326,49 @@ class Catalog:
         """Top-`k` products for `query` by Lucene BM25 over the product documents (pyserini's ranking)."""
         return [self.products[i] for i, _ in self.index.rank(query.lower(), k)]
 
+    # what an environment asks of the catalogue, in this process or through the node service (`RemoteCatalog`)
+    REMOTE_METHODS = ("product", "search", "goal", "price", "num_goals")
+
+    def product(self, asin: str) -> dict:
+        return self.by_asin[asin]
+
+    def goal(self, seed: int, human_goals: bool, idx: int) -> dict:
+        return self.goal_set(seed, human_goals)[1][idx]
+
+    def price(self, seed: int, human_goals: bool, asin: str) -> float:
+        return self.goal_set(seed, human_goals)[0][asin]
+
+    def num_goals(self, human_goals: bool) -> int:
+        return len(self.goal_set(0, human_goals)[1])
+
+
+class RemoteCatalog:
+    """This node's shared `Catalog` (`retrieval.node_service`): one copy of the products, index and goal sets per
+    node, whatever the number of environment workers; the methods an environment uses, over HTTP."""
+
+    def __init__(self, data_dir: str, full: bool = False):
+        spec = {"service": "webshop", "data_dir": data_dir, "full": full}
+        in_worker = multiprocessing.parent_process() is not None
+        self.client = RemoteRetriever(node_service(spec, owner_pid=os.getppid() if in_worker else os.getpid()))
+        self._products: dict[str, dict] = {}
+
+    def product(self, asin: str) -> dict:
+        if asin not in self._products:
+            self._products[asin] = self.client.call("product", asin)
+        return self._products[asin]
+
+    def search(self, query: str, k: int = SEARCH_RETURN_N) -> list[dict]:
+        return self.client.call("search", query, k)
+
+    def goal(self, seed: int, human_goals: bool, idx: int) -> dict:
+        return self.client.call("goal", seed, human_goals, idx)
+
+    def price(self, seed: int, human_goals: bool, asin: str) -> float:
+        return self.client.call("price", seed, human_goals, asin)
+
+    def num_goals(self, human_goals: bool) -> int:
+        return self.client.call("num_goals", human_goals)
+
 
 @lru_cache(maxsize=4)
 def load_catalog(data_dir: str, full: bool = False) -> Catalog:
@@ -353,7 +398,10 @@ def load_tasks(
     worker shuffles the goals with its own seed), so `WebShopEnv.reset(task, seed)` resolves it."""
     if split not in SPLITS:
         raise ValueError(f"Unknown WebShop split {split!r}; valid splits: {', '.join(SPLITS)}.")
-    n = len(load_catalog(_resolve_dir(data_dir), full).goal_set(0, human_goals)[1])
+    data_dir = _resolve_dir(data_dir)
+    if not (Path(data_dir) / (FULL_FILES if full else SMALL_FILES)[0]).is_file():
+        load_catalog(data_dir, full)  # raises the missing-files error here rather than in the service
+    n = RemoteCatalog(data_dir, full).num_goals(human_goals)  # the node's catalogue: not built again here
     idxs = {"test": range(min(NUM_TEST_GOALS, n)), "train": range(NUM_TEST_GOALS, n)}
     return [{"task_id": f"webshop_{i}", "task_type": "webshop", "goal_idx": i} for i in idxs.get(split, range(n))]
 
@@ -404,6 +452,8 @@ class WebShopEnv:
         full (`bool`, *optional*, defaults to `False`): use the full product set.
         human_goals (`bool`, *optional*, defaults to `False`): human-written goals (`items_human_ins.json`) instead
             of the synthetic ones (verl-agent `env.webshop.human_goals`, False in the SDAR scripts).
+        service (`str`, *optional*, defaults to `"node"`): `node` uses this node's shared catalogue (built once, in
+            its own process, for all workers); `local` builds it in this process.
         max_steps (`int`, *optional*, defaults to `15`): episode length limit (verl-agent `env.max_steps`).
         success_reward (`float`, *optional*, defaults to `10.0`): reward when the episode ends with score 1.0.
     """
@@ -413,10 +463,16 @@ class WebShopEnv:
         data_dir: str | Path | None = None,
         full: bool = False,
         human_goals: bool = False,
+        service: str = "node",
         max_steps: int = 15,
         success_reward: float = 10.0,
     ):
-        self.catalog = load_catalog(_resolve_dir(data_dir), full)
+        if service not in ("node", "local"):
+            raise ValueError(f"Unknown WebShop catalogue service {service!r}; valid: node, local.")
+        data_dir = _resolve_dir(data_dir)
+        if not (Path(data_dir) / (FULL_FILES if full else SMALL_FILES)[0]).is_file():
+            load_catalog(data_dir, full)  # raises the missing-files error here rather than in the service
+        self.catalog = load_catalog(data_dir, full) if service == "local" else RemoteCatalog(data_dir, full)
         self.human_goals, self.max_steps, self.success_reward = human_goals, max_steps, success_reward
         self._done = True
 
@@ -437,7 +493,7 @@ class WebShopEnv:
             clickables = [BACK_TO_SEARCH.lower(), *(b.lower() for b in nav), *(p["asin"].lower() for p in products)]
             search_bar = False
         elif s["page_kind"] == "item":
-            p = self.catalog.by_asin[s["asin"]]
+            p = self.catalog.product(s["asin"])
             texts = head + [PREV_PAGE]
             option_values = []
             for name, values in p["options"].items():
@@ -448,7 +504,7 @@ class WebShopEnv:
             clickables = list(dict.fromkeys([b.lower() for b in buttons] + option_values))
             search_bar = False
         elif s["page_kind"] == "sub":
-            p = self.catalog.by_asin[s["asin"]]
+            p = self.catalog.product(s["asin"])
             texts = head + [PREV_PAGE]
             if s["sub"] == "Description":
                 texts.append(p["Description"])
@@ -480,8 +536,10 @@ class WebShopEnv:
         group index`; validation: `env.seed + 1000 + i`): it draws the product prices and the goal list
         (`Catalog.goal_set`), and `task["goal_idx"]` picks the goal in that list; a task with its own `goal`
         (`load_fixed_goals`) keeps it."""
-        self.prices, goals = self.catalog.goal_set(int(seed), self.human_goals)
-        self.goal = task["goal"] if "goal" in task else goals[task["goal_idx"]]
+        self._seed = int(seed)
+        self.goal = (
+            task["goal"] if "goal" in task else self.catalog.goal(self._seed, self.human_goals, task["goal_idx"])
+        )
         self._task_type = task.get("task_type", "webshop")
         self._s = {"page_kind": "index", "keywords": None, "page": None, "asin": None, "options": {}, "results": []}
         self._steps, self._done = 0, False
@@ -501,8 +559,10 @@ class WebShopEnv:
             self._search(arg.split(" "), page=1)
         elif name == "click" and arg in self._clickables and arg != "search":
             if arg == END_BUTTON.lower():
-                product = self.catalog.by_asin[s["asin"]]
-                score, self._reward_info = get_reward(product, self.goal, self.prices[s["asin"]], s["options"])
+                product = self.catalog.product(s["asin"])
+                score, self._reward_info = get_reward(
+                    product, self.goal, self.catalog.price(self._seed, self.human_goals, s["asin"]), s["options"]
+                )
                 s.update(page_kind="done", reward=score)
                 done = True
             elif arg == BACK_TO_SEARCH.lower():
@@ -520,7 +580,7 @@ class WebShopEnv:
             elif s["page_kind"] == "results":  # a product link
                 s.update(page_kind="item", asin=arg.upper(), options={})
             else:  # an option value on the item page: set it under its option name
-                for opt_name, values in self.catalog.by_asin[s["asin"]]["options"].items():
+                for opt_name, values in self.catalog.product(s["asin"])["options"].items():
                     if arg in values:
                         s["options"][opt_name] = arg
                         break
