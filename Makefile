@@ -41,11 +41,13 @@ test-slow: setup  ## also run the slow tests (minutes)
 # each package's reproduce and report commands (vitabench2 is a harness: its "reproduce" is the offline sample run)
 REPRODUCE_sdar = sdar reproduce --scale $(SCALE) --seeds $(SEEDS)
 REPRODUCE_vad = vad reproduce --scale $(SCALE)
+REPRODUCE_envace = envace reproduce --scale $(SCALE) --seeds $(SEEDS)
 REPRODUCE_vitabench2 = sh -c 'for m in full_context rag; do vitabench2 run --agent transformers:smollm2-135m \
 	--memory-type $$m --trials 1 --max-steps 8 --max-new-tokens 32 --max-input-tokens 1024 --concurrency 2 \
 	--output vitabench2/results/sample_smollm2_$$m || exit 1; done; $(REPORT_vitabench2)'
 REPORT_sdar = sdar report
 REPORT_vad = vad report
+REPORT_envace = envace report
 REPORT_vitabench2 = vitabench2 report vitabench2/results/sample_smollm2_full_context \
 	vitabench2/results/sample_smollm2_rag --out vitabench2/results --readme vitabench2/README.md
 
