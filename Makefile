@@ -40,16 +40,16 @@ test-slow: setup  ## also run the slow tests (minutes)
 
 # each package's reproduce and report commands (vitabench2 is a harness: its "reproduce" is the offline sample run)
 REPRODUCE_sdar = sdar reproduce --scale $(SCALE) --seeds $(SEEDS)
-REPRODUCE_vad = vad reproduce --scale $(SCALE)
+REPRODUCE_vad = sh -c 'vad reproduce --scale $(SCALE) --output runs/vad && vad report runs/vad'
+REPRODUCE_skillrise = skillrise reproduce --scale $(SCALE) --seeds $(SEEDS)
 REPRODUCE_envace = envace reproduce --scale $(SCALE) --seeds $(SEEDS)
-REPRODUCE_vitabench2 = sh -c 'for m in full_context rag; do vitabench2 run --agent transformers:smollm2-135m \
-	--memory-type $$m --trials 1 --max-steps 8 --max-new-tokens 32 --max-input-tokens 1024 --concurrency 2 \
-	--output vitabench2/results/sample_smollm2_$$m || exit 1; done; $(REPORT_vitabench2)'
+REPRODUCE_vitabench2 = sh -c 'vitabench2 reproduce --output runs/vitabench2 && $(REPORT_vitabench2) \
+	runs/vitabench2/sample_smollm2_full_context runs/vitabench2/sample_smollm2_rag'
 REPORT_sdar = sdar report
 REPORT_vad = vad report
+REPORT_skillrise = skillrise report
 REPORT_envace = envace report
-REPORT_vitabench2 = vitabench2 report vitabench2/results/sample_smollm2_full_context \
-	vitabench2/results/sample_smollm2_rag --out vitabench2/results --readme vitabench2/README.md
+REPORT_vitabench2 = vitabench2 report --results vitabench2/results --readme vitabench2/README.md
 
 reproduce: check-paper setup  ## run a paper's plan: PAPER=sdar SCALE=cpu|paper SEEDS=0[,1,...]
 	$(RUN) $(REPRODUCE_$(PAPER))
@@ -65,6 +65,7 @@ bench: setup  ## side-by-side speed ratios; writes bench-results.json
 	$(RUN) python -m agentrl_shared.bench_envs
 	$(RUN) python -m vad.bench
 	$(RUN) python -m vitabench2.bench
+	$(RUN) python -m skillrise.bench
 
 lint:  ## ruff check and format check
 	$(UV) run --locked ruff check .

@@ -27,9 +27,11 @@ def changed_parameters(out_dir) -> tuple[int, list[str]]:
 
 def test_cli_trains_two_steps_and_moves_every_parameter(tmp_path):
     out = tmp_path / "run"
-    main(["train", "--config", "smoke", f"trainer.output_dir={out}"])
+    # the final evaluation plays 4 tasks x 2 seeds in one pass, a larger batch than a rollout's 4 episodes
+    main(["train", "--config", "smoke", f"trainer.output_dir={out}", "env.eval_seeds=[0, 1]", "env.eval_batch_size=8"])
     results = json.loads((out / "results.json").read_text())
     assert results["steps"] == 2 and results["rollouts"] == 2
+    assert results["final"]["num_episodes"] == 8 and results["final"]["failed_episodes"] == 0
     logs = [h for h in results["log_history"] if "loss" in h]
     assert len(logs) == 2
     for key in ("sdar/gate_mean", "sdar/teacher_gap_mean", "env/success_rate", "env/invalid_action_ratio", "kl"):

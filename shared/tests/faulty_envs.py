@@ -22,3 +22,15 @@ class FaultyEnv(TextRoomsEnv):
 
 def make_faulty_env() -> FaultyEnv:
     return FaultyEnv()
+
+
+class SlowBuildEnv(TextRoomsEnv):
+    """TextRooms whose construction takes `build_s` seconds (a game engine or a catalogue loading)."""
+
+    def __init__(self, build_s: float):
+        time.sleep(build_s)
+        super().__init__()
+
+
+def make_slow_build_env(build_s: float = 3.0) -> SlowBuildEnv:
+    return SlowBuildEnv(build_s)

@@ -37,3 +37,29 @@ def test_smollm2_answers_like_smollm2():
                                      tokenize=False, add_generation_prompt=True)  # fmt: skip
     out = model.generate(**tok(prompt, return_tensors="pt"), max_new_tokens=12, do_sample=False)
     assert "Paris" in tok.decode(out[0])
+
+
+def test_model_path_finds_hub_models_in_the_local_cache_only(tmp_path, monkeypatch):
+    from agentrl_shared.config import ConfigError
+
+    snapshot = tmp_path / "models--org--m" / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    (tmp_path / "models--org--m" / "refs").mkdir()
+    (tmp_path / "models--org--m" / "refs" / "main").write_text("abc123")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
+    assert model_path("org/m") == str(snapshot)
+    assert model_path(str(snapshot)) == str(snapshot)
+    with pytest.raises(ConfigError, match="hf download org/missing"):
+        model_path("org/missing")
+
+
+def test_git_commit_stamps_a_checkout_and_says_unknown_outside(tmp_path):
+    from agentrl_shared.provenance import git_commit
+
+    assert git_commit(tmp_path) == "unknown"
+    stamp = git_commit()
+    assert stamp == "unknown" or len(stamp.split("+")[0]) >= 7

@@ -1,7 +1,9 @@
 """Worker pool: parallel steps, per-call timeouts, raised errors and killed workers end only their own episode."""
 
+import functools
+
 import pytest
-from faulty_envs import make_faulty_env
+from faulty_envs import make_faulty_env, make_slow_build_env
 
 from agentrl_shared.envs import load_tasks
 from agentrl_shared.envs.base import EnvFailure, Step
@@ -34,6 +36,7 @@ def test_pool_isolates_raise_hang_and_death(pool):
     assert isinstance(out[2], EnvFailure) and "crashed" in str(out[2])
     assert isinstance(out[3], Step)
     assert pool.failures == before + 3
+    assert all(not pool._built[i] for i in (0, 1, 2))  # a raising environment is restarted like a crashed one
     # the restarted workers serve new episodes
     again = pool.reset([0, 1, 2, 3], TASKS, [1, 1, 1, 1])
     assert all(isinstance(s, Step) for s in again)
@@ -52,3 +55,14 @@ def test_reset_is_deterministic_per_task_and_seed(pool):
     assert a[0].observation == a[1].observation
     assert a[0].info["admissible_actions"] == a[1].info["admissible_actions"]
     assert sorted(a[0].info["admissible_actions"]) == sorted(b[0].info["admissible_actions"])
+
+
+def test_build_timeout_is_separate_from_step_timeout():
+    """Building an environment may take longer than one step may; a build past `build_timeout` fails the episode."""
+    slow = functools.partial(make_slow_build_env, 3.0)
+    with EnvPool(slow, num_slots=1, timeout=1.0, num_workers=1, build_timeout=120.0) as p:
+        assert isinstance(p.reset([0], TASKS[:1], [0])[0], Step)
+        assert isinstance(p.step([0], ["look"])[0], Step)
+    with EnvPool(slow, num_slots=1, timeout=60.0, num_workers=1, build_timeout=0.5) as p:
+        out = p.reset([0], TASKS[:1], [0])
+        assert isinstance(out[0], EnvFailure) and "build timed out" in str(out[0])

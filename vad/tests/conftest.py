@@ -1,4 +1,4 @@
-"""Test set-up for `vad`: offline environment variables before transformers/trl are imported (stack.md section 8)."""
+"""Test set-up for `vad`: offline environment variables before transformers/trl are imported."""
 
 from agentrl_shared.offline import set_offline_env
 

@@ -1,11 +1,12 @@
-"""Config tests: every YAML in vad/configs loads, paper defaults are pinned (spec vad.md 4), unknown keys are rejected."""
+"""Config tests: every YAML in vad/configs loads, paper defaults are pinned (Sec. 4.1), unknown keys are rejected,
+and every paper row maps to the switches that define it and back."""
 
 import importlib.resources
 
 import pytest
 
 from agentrl_shared.config import ConfigError, ModelConfig, load_config
-from vad.config import DataConfig, VADConfig
+from vad.config import ROWS, DataConfig, VADConfig, row_label
 
 
 SECTIONS = {"trainer": VADConfig, "data": DataConfig, "model": ModelConfig}
@@ -65,8 +66,41 @@ def test_unknown_key_names_valid_ones():
         ("q_tail=x", "student_mass, zero"),
         ("data.minus_framing=x", "crop, full"),
         ("data.name=x", "procedural, vision_opd"),
+        ("data.rows=[vad,nope]", "base, vad"),
+        ("data.eval_backend=x", "hf, openai, vllm"),
     ],
 )
 def test_exact_name_switches(override, valid):
     with pytest.raises(ValueError, match=valid):
         load_config("smoke", [override], SECTIONS, "vad")
+
+
+@pytest.mark.parametrize("row", [r for r, switches in ROWS.items() if switches is not None])
+def test_row_switches_round_trip(row):
+    resolved = load_config("smoke", [f"trainer.{k}={v}" for k, v in ROWS[row].items()], SECTIONS, "vad")
+    assert row_label(resolved["trainer"], resolved["data"].minus_framing) == row
+
+
+def test_row_label_keeps_ablations_out_of_paper_rows():
+    args = VADConfig(output_dir="/tmp/vad-cfg", use_cpu=True, divergence="fkl", reg_weight=0.0)
+    assert row_label(args) == "vad_noreg_fkl"  # not the vad_fkl row (which keeps the regulariser)
+    args = VADConfig(output_dir="/tmp/vad-cfg", use_cpu=True, branch_weights="redistribute")
+    assert row_label(args, "full") == "vad+branch_weights=redistribute+minus_framing=full"
+
+
+def test_paper_configs_plan_every_paper_row():
+    import json
+
+    rows = json.loads((importlib.resources.files("vad") / "paper_results.json").read_text())["rows"]
+    overrides = ["trainer.use_cpu=true", "trainer.bf16=false", "trainer.use_vllm=false"]
+    planned = {
+        m: set(load_config(c, overrides, SECTIONS, "vad")["data"].rows)
+        for m, c in (
+            ("Qwen/Qwen3.5-4B", "visionopd_qwen3.5-4b_paper"),
+            ("Qwen/Qwen3.5-9B", "visionopd_qwen3.5-9b_paper"),
+        )
+    }
+    missing = [
+        (r["model"], r["row"]) for r in rows if r["row"] != "vision_opd" and r["row"] not in planned[r["model"]]
+    ]
+    assert missing == []

@@ -1,4 +1,4 @@
-"""Unit tests of `vad.losses` against hand-computed values, naive loops and the identities of spec vad.md 9.
+"""Unit tests of `vad.losses` against hand-computed values, naive loops and the projection identities of Sec. 3.2.
 
 Each case names the paper quantity it checks: r, u, beta, r_vis, r_res (Eqs. 2-4), r_VAD (Eq. 7), q (Eq. 8), a_t
 (Eq. 10) and the JSD (Sec. 3.3).
@@ -155,7 +155,7 @@ def test_branch_budget_bound_random_and_detached():
         losses.branch_reconstruction(r, u, r_vis, tau_plus=0.8, weights="other")
 
 
-# ---------------------------------------------------------------- target q (Eq. 8) and tail bucket (spec 2.4)
+# ---------------------------------------------------------------- target q (Eq. 8) and tail bucket (Sec. 4.1)
 
 
 def test_target_zero_shift_is_student():
@@ -208,7 +208,7 @@ def test_regulariser_weight_hand_computed():
     torch.testing.assert_close(losses.regulariser_weight(r, t(0.6, 0.8), eps=0.0), t(0.8).squeeze())
     torch.testing.assert_close(losses.regulariser_weight(r, 2 * r, eps=0.0), t(0.0).squeeze())  # clipped at 0
     torch.testing.assert_close(losses.regulariser_weight(r, 0 * r, eps=0.0), t(1.0).squeeze())
-    # |r| = 0 -> rho = 0 -> a = 1 (spec 8.5), no NaN
+    # |r| = 0 -> rho = 0 -> a = 1, no NaN
     torch.testing.assert_close(losses.regulariser_weight(t(0, 0), t(0, 0), eps=1e-8), t(1.0).squeeze())
     a = losses.regulariser_weight(torch.randn(5, 7, requires_grad=True), torch.randn(5, 7))
     assert not a.requires_grad and ((a >= 0) & (a <= 1)).all()
@@ -292,3 +292,22 @@ def test_token_losses_vad_matches_manual_composition():
     torch.testing.assert_close(out["misaligned"], ((r * u).sum(-1) <= 0).double())
     with pytest.raises(ValueError, match="vad, one_sided, scalar, direct"):
         losses.vad_token_losses(s, p, n, target="other")
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 7])
+def test_chunked_support_logps_equals_unchunked(chunk):
+    g = torch.Generator().manual_seed(3)
+    base = torch.randn(2, 7, 50, generator=g, dtype=torch.float64)
+    full_logits = base.clone().requires_grad_(True)
+    idx = torch.topk(full_logits.detach(), 5, dim=-1).indices
+    ref = losses.support_logps(full_logits / 0.7, idx)
+    weights = torch.randn(ref.shape, generator=g, dtype=torch.float64)
+    (ref * weights).sum().backward()
+    chunk_logits = base.clone().requires_grad_(True)
+    out, out_idx = losses.chunked_support_logps(chunk_logits, k=5, temperature=0.7, chunk_size=chunk)
+    assert torch.equal(out_idx, idx)
+    torch.testing.assert_close(out, ref)
+    (out * weights).sum().backward()
+    torch.testing.assert_close(chunk_logits.grad, full_logits.grad)
+    given, _ = losses.chunked_support_logps(base, idx, temperature=0.7, chunk_size=chunk)
+    torch.testing.assert_close(given, ref.detach())

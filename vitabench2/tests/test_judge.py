@@ -9,7 +9,6 @@ from conftest import judge_all
 from vitabench2.backends import ScriptedBackend
 from vitabench2.judge import SlidingWindowJudge, parse_window_output, sliding_windows
 from vitabench2.tasks import load_tasks, sample_tasks_path
-from vitabench2.tools import Environment
 
 
 @pytest.fixture
@@ -56,7 +55,7 @@ def test_states_carried_across_windows(subtask):
     res = SlidingWindowJudge(ScriptedBackend(script)).evaluate(subtask, convo(12))
     assert len(prompts) == 2 and "window 2 of 2" in prompts[1]
     assert '"meetExpectation": true' in prompts[1]  # window 2 sees the carried states
-    assert "[8] user: message 8" in prompts[1] and "[7]" not in prompts[1]  # overlap of 2 messages
+    assert "[9] user: message 8" in prompts[1] and "[8]" not in prompts[1]  # overlap of 2, numbered from 1
     assert res.rubric_states == [True, False, True, True] and res.reward == 0.0
 
 
@@ -78,25 +77,15 @@ def test_malformed_output_retried_then_recorded(subtask):
         parse_window_output('[{"rubric_idx": "rubric_0", "meetExpectation": "maybe"}]', 4)
 
 
+def write_call(call_id, args, name="create_delivery_order"):
+    return {"role": "assistant", "content": "", "tool_calls": [{"id": call_id, "name": name, "arguments": args}]}
+
+
 def test_outcome_check_on_write_actions(subtask):
-    env = Environment(subtask.environment, subtask.domains)
-    args = {
-        "user_id": "U_SAMPLE_01",
-        "store_id": "S_BURGER",
-        "product_ids": ["P_BURGER"],
-        "product_cnts": [1],
-        "address": "Xixi Center",
-        "dispatch_time": "2025-06-10 11:40:00",
-    }
-    result = env.call("create_delivery_order", args)
-    msgs = convo(2) + [
-        {
-            "role": "assistant",
-            "content": "",
-            "tool_calls": [{"id": "c1", "name": "create_delivery_order", "arguments": args}],
-        },
-        {"role": "tool", "tool_call_id": "c1", "name": "create_delivery_order", "content": result, "error": False},
-    ]
+    """Official outcome evaluator: the last resolved WRITE call is judged against the overall rubrics next to the
+    target entity; WRITE calls that resolve nowhere score 0; no WRITE call leaves the trajectory reward."""
+    args = {"user_id": "U_SAMPLE_01", "store_id": "S_BURGER", "product_ids": ["P_BURGER"], "product_cnts": [1]}
+    msgs = convo(2) + [write_call("c0", {**args, "store_id": "S_NOODLE"}), write_call("c1", args)]
     outcome_prompts = []
 
     def script(messages, tools):
@@ -104,10 +93,46 @@ def test_outcome_check_on_write_actions(subtask):
         if "<current_rubrics>" in text:
             return judge_all()(messages, tools)
         outcome_prompts.append(text)
-        return json.dumps({"justification": "burger is fried", "meetExpectation": "S_BURGER" not in text})
+        acted_on = text.split("# The entity the assistant actually acted on")[1]
+        return json.dumps({"rubric_results": [], "all_met": False, "action_reward": float("S_BURGER" not in acted_on)})
 
-    res = SlidingWindowJudge(ScriptedBackend(script), outcome_reward=True).evaluate(subtask, msgs, env)
-    assert res.outcome_reward == 0.0 and res.reward == 0.0  # min(trajectory 1, outcome 0)
-    assert "Golden Burger Bar" in outcome_prompts[0] and "distraction" not in outcome_prompts[0]  # labels hidden
-    no_write = SlidingWindowJudge(ScriptedBackend(script), outcome_reward=True).evaluate(subtask, convo(2), env)
+    res = SlidingWindowJudge(ScriptedBackend(script), outcome_reward=True).evaluate(subtask, msgs)
+    assert res.outcome_reward == 0.0 and res.reward == 0.0  # min(trajectory 1, outcome 0): the LAST write is judged
+    prompt = outcome_prompts[0]
+    assert "Golden Burger Bar" in prompt and "distraction" not in prompt and "store_type" not in prompt
+    target = prompt.split("# The correct target entity in the environment")[1].split("# The entity")[0]
+    assert "S_NOODLE" in target  # the target entity is shown to the outcome judge
+    for rubric in subtask.evaluation_criteria.overall_rubrics:
+        assert rubric in prompt
+    unresolved = SlidingWindowJudge(ScriptedBackend(script), outcome_reward=True).evaluate(
+        subtask, convo(2) + [write_call("c2", {**args, "store_id": "S_NOWHERE"})]
+    )
+    assert unresolved.outcome_reward == 0.0 and unresolved.reward == 0.0 and len(outcome_prompts) == 1
+    no_write = SlidingWindowJudge(ScriptedBackend(script), outcome_reward=True).evaluate(subtask, convo(2))
     assert no_write.outcome_reward is None and no_write.reward == 1.0  # no write call: trajectory reward stands
+
+
+def test_judge_sees_time_and_instruction_only(subtask):
+    """Official judge input: system time with weekday, an empty database, and the subtask instruction (not the hidden
+    intention); tool calls shown as name(k='v'); the full trajectory option judges in one call."""
+    st = subtask.model_copy(update={"user_intention": "SECRET-INTENTION"})
+    prompts = []
+
+    def script(messages, tools):
+        prompts.append(messages[-1]["content"])
+        return judge_all()(messages, tools)
+
+    msgs = convo(2) + [write_call("c1", {"store_id": "S_BURGER"}, name="get_delivery_store_info")]
+    SlidingWindowJudge(ScriptedBackend(script)).evaluate(st, msgs)
+    assert '"system_time": "2025-06-10 11:30:00 (Tuesday)", "database": []' in prompts[0]
+    assert st.instruction in prompts[0] and "SECRET-INTENTION" not in prompts[0]
+    assert "[3] assistant: get_delivery_store_info(store_id='S_BURGER')" in prompts[0]
+    for rule in ("order it themselves", "compromises", "message numbers [x]"):
+        assert rule in prompts[0]
+    prompts.clear()
+    res = SlidingWindowJudge(ScriptedBackend(script), evaluation_type="trajectory_full_traj_rubric").evaluate(
+        st, convo(25)
+    )
+    assert len(prompts) == 1 and "[25] user: message 24" in prompts[0] and res.reward == 1.0
+    with pytest.raises(ValueError, match="not implemented"):
+        SlidingWindowJudge(ScriptedBackend(script), evaluation_type="trajectory_sliding_wo_rubric")

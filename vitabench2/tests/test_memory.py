@@ -8,12 +8,17 @@ import pytest
 
 from vitabench2.backends import ScriptedBackend
 from vitabench2.memory import (
+    MINILM_MAX_PIECES,
     FullContextMemory,
+    RAGCacheMiss,
     RAGMemory,
     RewriteMemory,
+    _minilm,
     count_tokens,
     create_memory,
     format_interaction,
+    full_context_budget,
+    write_rag_cache,
 )
 
 
@@ -97,7 +102,9 @@ def test_rag_topk_threshold_and_keyword_fallback():
     assert "noodles" in mem.read("order food")
     # nothing above threshold -> keyword fallback on shared words
     assert "coriander" in mem.read("anything with coriander?")
-    assert mem.read("zzz qqq") == ""
+    # no vector or keyword hit -> the summary of every chunk (official RAGMemory.read)
+    assert mem.read("zzz qqq").startswith("User interaction history") and "gym" in mem.read("zzz qqq")
+    assert mem.read() == mem.read("zzz qqq")
     chunker = RAGMemory(chunk_size=4, chunk_overlap=1, embed_fn=_fake_embed)
     chunks = chunker.chunk("one two three four five six seven eight")
     assert len(chunks) >= 2 and all(count_tokens(c) <= 4 for c in chunks)
@@ -116,6 +123,60 @@ def test_rag_with_packaged_minilm():
     )
     hit = mem.read("What noodles should I get for lunch?")
     assert "Sichuan" in hit and "window" not in hit
+
+
+def test_rag_llm_summary_fallback():
+    """Official RAGMemory: after each update the agent's LLM summarises all chunks; a query without hits reads it."""
+    llm = ScriptedBackend(lambda m, t: "Likes spicy noodles; hates coriander; uses hotel gyms.")
+    mem = RAGMemory(top_k=1, similarity_threshold=0.99, embed_fn=_fake_embed)
+    mem.update(INTERACTIONS, llm=llm)
+    assert [c["role"] for c in llm.calls] == ["memory"]
+    assert mem.read("zzz qqq") == "Likes spicy noodles; hates coriander; uses hotel gyms."
+    assert mem.read(None) == mem.read("zzz qqq")
+
+
+def test_rag_chunks_fit_the_embedder_window():
+    """MiniLM reads 256 word pieces; a 512-token chunk would be truncated, so chunks are cut at the embedder's
+    window and together still hold the whole text."""
+    text = " ".join(f"preference{i} spicy-noodles/coriander" for i in range(300))
+    mem = create_memory("rag")
+    chunks = mem.chunk(text)
+    tok, _ = _minilm()
+    assert len(chunks) > 2
+    assert all(len(tok(c, add_special_tokens=False)["input_ids"]) <= MINILM_MAX_PIECES for c in chunks)
+    assert "".join(chunks).split() == text.split()
+
+
+def test_rag_cache_roundtrip_and_strict_misses(tmp_path):
+    """`rag_cache` loads chunk and query embeddings written beforehand ({user}__{subtask}.npz, official layout) and
+    raises on a miss instead of falling back."""
+    from vitabench2.tasks import load_tasks, sample_tasks_path
+
+    tasks = load_tasks(sample_tasks_path())
+    assert write_rag_cache(tasks, tmp_path / "cache", embed_fn=_fake_embed) > 0
+    task = tasks[0]
+    live = RAGMemory(embed_fn=_fake_embed)
+    cached = create_memory("rag_cache", cache_dir=str(tmp_path / "cache"))
+    for st in task.subtasks:
+        if not st.interactions:
+            continue
+        cached.set_current_location(task.user_id, st.subtask_id)
+        cached.update(st.interactions)
+        live.update(st.interactions)
+        assert cached.read(st.instruction) == live.read(st.instruction)
+    with pytest.raises(RAGCacheMiss, match="no cached embedding"):
+        cached.read("a query nobody embedded")
+    cached.set_current_location(task.user_id, "NO_SUCH_SUBTASK")
+    with pytest.raises(RAGCacheMiss, match="no cache file"):
+        cached.update(INTERACTIONS)
+    with pytest.raises(ValueError, match="--rag-cache-dir"):
+        create_memory("rag_cache")
+
+
+def test_full_context_budget_follows_the_served_window():
+    assert full_context_budget(131072, 4096) == 102400  # the official budget fits a 128k model
+    assert full_context_budget(32768, 4096) == 32768 - 4096 - 16384
+    assert full_context_budget(4096, 2048) == 1024
 
 
 def test_memory_tools_and_dotted_class():

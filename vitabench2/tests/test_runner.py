@@ -33,7 +33,10 @@ def test_run_sample_records_and_memory(tmp_path):
         "## User Preference Memory" in third["messages"][0]["content"]
         and "gym matters" in third["messages"][0]["content"]
     )
-    assert first["messages"][1] == {"role": "user", "content": "Order me some lunch to the office."}  # verbatim turn 1
+    # official trajectory: the agent's greeting, then the instruction verbatim as user turn 1
+    assert first["messages"][1] == {"role": "assistant", "content": "Hello, how can I help you?"}
+    assert first["messages"][2] == {"role": "user", "content": "Order me some lunch to the office."}
+    assert first["num_steps"] == 4  # user, agent tool call, tool results, agent stop: every step counts
     assert (
         first["termination"] == "agent_stop"
         and first["tokens"]["agent_completion"] > 0
@@ -59,14 +62,22 @@ def test_premature_terminations_score_zero(tmp_path):
     def bad_tools(messages, tools):
         return '<tool_call>{"name": "no_such_tool", "arguments": {}}</tool_call>'
 
-    runner, _ = make_runner(tmp_path / "b", agent=bad_tools, max_errors=3, users=["U_SAMPLE_02"])
+    # official default: tool errors never end a conversation (the error counter is never incremented)
+    runner, _ = make_runner(tmp_path / "b", agent=bad_tools, max_steps=21, users=["U_SAMPLE_02"])
+    runner.run()
+    recs = read_records(runner.results_path)
+    assert {r["termination"] for r in recs} == {"max_steps"} and recs[0]["num_errors"] == 10
+    runner, _ = make_runner(tmp_path / "b2", agent=bad_tools, max_errors=3, users=["U_SAMPLE_02"])  # opt-in limit
     runner.run()
     recs = read_records(runner.results_path)
     assert {r["termination"] for r in recs} == {"too_many_errors"} and recs[0]["num_errors"] == 3
 
-    runner, _ = make_runner(tmp_path / "c", agent=lambda m, t: "", users=["U_SAMPLE_02"])
+    # an empty agent reply is retried 3 times, then the conversation ends as invalid
+    runner, (agent, _, _) = make_runner(tmp_path / "c", agent=lambda m, t: "", users=["U_SAMPLE_02"])
     runner.run()
     assert {r["termination"] for r in read_records(runner.results_path)} == {"invalid_agent_message"}
+    assert len(agent.calls) == 3 * 2  # 2 subtasks
+    assert RunConfig(output="x").max_steps == 300  # official default limit
 
 
 def test_resume_after_interruption(tmp_path):
@@ -83,7 +94,7 @@ def test_resume_after_interruption(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         runner.run()
     done_before = read_records(runner.results_path)
-    assert len(done_before) == 2
+    assert len(done_before) in (2, 3)  # user 1's first two; user 2's first may finish before the stop is seen
     with open(runner.results_path, "a") as f:
         f.write('{"user_id": "U_SAMPLE_01", "truncated')  # a half-written line from the crash
     runner2, (agent2, _, _) = make_runner(tmp_path, **config)
@@ -91,8 +102,8 @@ def test_resume_after_interruption(tmp_path):
     records = read_records(runner2.results_path)
     keys = [(r["user_id"], r["subtask_id"], r["trial"]) for r in records]
     assert len(keys) == len(set(keys)) == 5  # nothing redone, nothing lost
-    assert records[:2] == done_before  # finished lines untouched
-    assert len(agent2.calls) == 3 * 2  # only the 3 unfinished subtasks ran
+    assert records[: len(done_before)] == done_before  # finished lines untouched
+    assert len(agent2.calls) == (5 - len(done_before)) * 2  # only the unfinished subtasks ran
     resumed = next(r for r in records if r["subtask_id"] == "U_SAMPLE_01_T3")
     assert "gym matters" in resumed["memory_read"] and "coriander" in resumed["memory_read"]  # memory replayed
     assert summary["metrics"]["num_units"] == 5
@@ -113,10 +124,27 @@ def test_view_and_report(tmp_path, capsys):
     assert "Get me a coffee." in out and "get_user_all_orders" in out and out.count("=== user") == 1
     readme = tmp_path / "README.md"
     readme.write_text("head\n<!-- vitabench2:report:start -->\nold\n<!-- vitabench2:report:end -->\ntail\n")
-    main(["report", run_dir, "--out", str(tmp_path / "rep"), "--readme", str(readme)])
+    main(["report", run_dir, "--results", str(tmp_path / "rep"), "--readme", str(readme)])
     text = readme.read_text()
     assert "old" not in text and text.startswith("head") and text.endswith("tail\n")
     assert "| transformers:smollm2-135m | Full Context | 5 x 1 | 1.000 | 1.000 | 1.000 |" in text
     assert (tmp_path / "rep" / "memory_comparison.png").stat().st_size > 1000
     assert (tmp_path / "rep" / "task_index_decline.png").exists()
+    assert (tmp_path / "rep" / "run" / "results.jsonl").read_text() == (tmp_path / "run" / "results.jsonl").read_text()
+    main(["report", "--results", str(tmp_path / "rep")])  # regenerate from the copies alone
+    assert "Full Context" in (tmp_path / "rep" / "report.md").read_text()
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["judge_failures"] == 0
+
+
+def test_judge_failures_are_judged_again_on_resume(tmp_path):
+    config = RunConfig(output=str(tmp_path / "run"), memory_type="null", users=["U_SAMPLE_02"])
+    bad_judge = ScriptedBackend(lambda m, t: "no verdict today")
+    Runner(config, ScriptedBackend(agent_one_call), ScriptedBackend(user_stop), bad_judge).run()
+    first = read_records(tmp_path / "run" / "results.jsonl")
+    assert len(first) == 2 and all(r["judge_failed"] and r["reward"] == 0.0 for r in first)
+    agent = ScriptedBackend(agent_one_call)
+    Runner(config, agent, ScriptedBackend(user_stop), ScriptedBackend(judge_all())).run()
+    again = read_records(tmp_path / "run" / "results.jsonl")
+    assert len(again) == 2 and all(not r["judge_failed"] and r["reward"] == 1.0 and r["rejudged"] == 1 for r in again)
+    assert agent.calls == []  # conversations kept, only the judge ran
+    assert [r["messages"] for r in again] == [r["messages"] for r in first]

@@ -31,7 +31,7 @@ def test_smollm2_one_subtask_in_process(tmp_path):
     )
     summary = Runner(config, backend, backend, backend).run()
     (rec,) = read_records(tmp_path / "run" / "results.jsonl")
-    assert rec["messages"][1]["content"] == "Get me a coffee."
+    assert rec["messages"][2]["content"] == "Get me a coffee."  # after the greeting
     assert rec["tokens"]["agent_prompt"] > 200 and rec["tokens"]["agent_completion"] > 0
     assert rec["reward"] in (0.0, 1.0) and rec["termination"] in (
         "max_steps",
@@ -68,7 +68,7 @@ def test_smollm2_sample_end_to_end_cli(tmp_path):
     )
     records = read_records(out / "results.jsonl")
     assert len(records) == 5
-    main(["report", str(out), "--out", str(tmp_path / "rep")])
+    main(["report", str(out), "--results", str(tmp_path / "rep")])
     assert (tmp_path / "rep" / "report.md").read_text().count("RAG Memory") == 1
     assert json.loads((out / "summary.json").read_text())["metrics"]["num_units"] == 5
 
@@ -84,7 +84,7 @@ def test_smollm2_as_in_process_judge(tmp_path):
         {"role": "user", "content": "Get me a coffee."},
         {"role": "assistant", "content": "I ordered an oat latte from Oat Lab Coffee for you."},
     ]
-    backend = TransformersBackend(str(smollm2_135m()), max_new_tokens=48)
+    backend = TransformersBackend(str(smollm2_135m()), max_new_tokens=32, max_input_tokens=1024)
     result = SlidingWindowJudge(backend, max_retries=2).evaluate(subtask, messages)
     assert 1 <= result.judge_calls <= 2 and len(backend.calls) == result.judge_calls
     if result.failed:

@@ -18,10 +18,10 @@ from agentrl_shared.envs.pool import EnvPool
 from agentrl_shared.generation import sampling_overrides, trainer_generate_fn
 from agentrl_shared.prompts import make_prompt
 from agentrl_shared.rollout import Episode, RolloutCollector, episode_metrics
+from agentrl_shared.skills import student_prompt, teacher_prompt, teacher_skills
 
 from .config import ENV_TO_PROMPT, EnvConfig, SDARConfig
 from .losses import gate_statistics, gated_distillation_loss, grpo_row_advantages, row_rewards
-from .skills import privileged_prompt, select_skills
 
 
 def environment_reward(completions, **kwargs) -> list[None]:
@@ -88,14 +88,16 @@ class SDARTrainer(GRPOTrainer):
                 f"be a multiple of num_generations = {self.num_generations}, so that each group lives on one rank."
             )
         tok = self.processing_class
+        # one pool for rollouts and evaluation passes (a rollout uses its first `episodes_per_rank` slots)
+        self.eval_batch_size = env_config.eval_batch_size or self.episodes_per_rank
         self.pool = EnvPool(
             partial(make_env, env_config.name, **env_config.env_kwargs),
-            num_slots=self.episodes_per_rank,
+            num_slots=max(self.episodes_per_rank, self.eval_batch_size),
             timeout=env_config.step_timeout,
             num_workers=env_config.num_workers,
         )
         prompt = make_prompt(ENV_TO_PROMPT[env_config.name], env_config.history_length)
-        student_transform = self._skill_transform if args.skills_in_student_prompt else None
+        student_transform = self._student_skill_transform if args.skills_in_student_prompt else None
         collector_kwargs = {
             "pool": self.pool,
             "prompt": prompt,
@@ -106,7 +108,7 @@ class SDARTrainer(GRPOTrainer):
         }
         self.collector = RolloutCollector(prompt_transform=student_transform, **collector_kwargs)
         # evaluation prompts carry skills only for the `*` rows of Table 1 (Skill-Prompt*, Skill-GRPO*)
-        eval_transform = self._skill_transform if args.eval_with_skills else None
+        eval_transform = self._student_skill_transform if args.eval_with_skills else None
         self.eval_collector = RolloutCollector(prompt_transform=eval_transform, **collector_kwargs)
         self._rng = random.Random(args.seed + self.accelerator.process_index)
         self.rollouts_done = 0
@@ -115,7 +117,12 @@ class SDARTrainer(GRPOTrainer):
 
     # --- helpers ---
     def _skill_transform(self, text: str, task: dict) -> str:
-        return privileged_prompt(text, select_skills(self.env_config.name, task, text), self.args.skill_position)
+        """The teacher prompt of a row (agentrl_shared.skills: official selection and block position)."""
+        return teacher_prompt(text, teacher_skills(self.env_config.name, task, text), self.args.skill_position)
+
+    def _student_skill_transform(self, text: str, task: dict) -> str:
+        """Skill-GRPO / Skill-Prompt*: skills at the start of the student's user message (main_skill_grpo)."""
+        return student_prompt(self.env_config.name, text, task)
 
     def _sync_active(self, n: int) -> int:
         """Active episodes over all ranks: every rank keeps generating while any rank has an active episode."""
@@ -248,12 +255,13 @@ class SDARTrainer(GRPOTrainer):
     def evaluate_panel(self, tasks: list[dict], seeds: list[int], temperature: float) -> list[Episode]:
         """Play every (task, seed) of the panel without skills (unless `eval_with_skills`); episodes in panel order.
 
-        Ranks take interleaved slices and the same number of chunks, so generation stays in lock-step.
+        Ranks take interleaved slices and the same number of chunks of `env.eval_batch_size` episodes (one batched
+        generation per turn for a whole chunk), so generation stays in lock-step.
         """
         world, rank = self.accelerator.num_processes, self.accelerator.process_index
         pairs = [(t, s) for s in seeds for t in tasks]
         mine = pairs[rank::world]
-        slots = self.pool.num_slots
+        slots = self.eval_batch_size
         n_chunks = -(-len(pairs) // (world * slots))
         episodes: list[Episode] = []
         was_training = self.model.training

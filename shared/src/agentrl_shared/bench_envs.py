@@ -20,9 +20,10 @@ from .envs.pool import EnvPool
 def _setups(tmp: Path) -> dict:
     """name -> (factory, tasks, action function) for every adapter whose engine is installed."""
     from .envs import search_qa, webshop
+    from .testing import write_synthetic_catalog, write_synthetic_qa
 
-    ws = webshop.write_synthetic_catalog(tmp / "webshop")
-    qa = search_qa.write_synthetic_qa(tmp / "search_qa")
+    ws = write_synthetic_catalog(tmp / "webshop")
+    qa = write_synthetic_qa(tmp / "search_qa")
     setups = {
         "webshop": (
             functools.partial(make_env, "webshop", data_dir=str(ws), max_steps=10**6),
@@ -39,8 +40,9 @@ def _setups(tmp: Path) -> dict:
     }
     if find_spec("alfworld") is not None:
         from .envs import alfworld
+        from .testing import write_synthetic_games
 
-        alfworld.write_synthetic_games(tmp / "alfworld", "train", n_games=2)
+        write_synthetic_games(tmp / "alfworld", "train", n_games=2)
         setups["alfworld"] = (
             functools.partial(make_env, "alfworld", max_steps=10**6, expert_type="none"),  # as in training
             alfworld.load_tasks("train", tmp / "alfworld"),

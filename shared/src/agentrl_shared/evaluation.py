@@ -8,27 +8,12 @@ the git commit, the resolved config and the seeds (architecture.md, "Numbers in 
 import json
 import math
 import statistics
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from .provenance import git_commit
 from .rollout import Episode, RolloutCollector, episode_metrics
-
-
-def git_commit() -> str:
-    """Short commit of the working tree (with `+dirty` when it has uncommitted changes), or `unknown`."""
-    try:
-        root = Path(__file__).resolve().parent
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True
-        ).stdout.strip()
-        return commit + ("+dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def episode_record(ep: Episode) -> dict:
@@ -96,11 +81,15 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 
 def summarize(records: list[dict], seeds: list[int]) -> dict:
-    """Success rate per seed (mean +- std over seeds), per task type, and pass@k over seeds per task."""
+    """Success rate per seed (mean +- std over seeds), per task type, and pass@k over seeds per task.
+
+    A failed episode (environment crash or timeout) counts as a failure, as the official evaluation counts every
+    episode of the panel (verl-agent `success_evaluator`); `failed_episodes` reports how many there were.
+    """
     per_seed = []
     for s in seeds:
-        mine = [r for r in records if r["seed"] == s and not r["failed"]]
-        per_seed.append(sum(r["won"] for r in mine) / max(len(mine), 1))
+        mine = [r for r in records if r["seed"] == s]
+        per_seed.append(sum(r["won"] and not r["failed"] for r in mine) / max(len(mine), 1))
     out = {
         "success_rate_per_seed": per_seed,
         "success_rate_mean": statistics.fmean(per_seed) if per_seed else 0.0,
@@ -111,8 +100,9 @@ def summarize(records: list[dict], seeds: list[int]) -> dict:
         "turns_mean": statistics.fmean(r["turns"] for r in records) if records else 0.0,
     }
     for task_type in sorted({str(r["task_type"]) for r in records}):
-        mine = [r for r in records if str(r["task_type"]) == task_type and not r["failed"]]
-        out[f"{task_type}_success_rate"] = sum(r["won"] for r in mine) / max(len(mine), 1)
+        mine = [r for r in records if str(r["task_type"]) == task_type]
+        out[f"{task_type}_success_rate"] = sum(r["won"] and not r["failed"] for r in mine) / max(len(mine), 1)
+        out[f"{task_type}_failed_episodes"] = sum(r["failed"] for r in mine)
     scores = [r["task_score"] for r in records if r["task_score"] is not None]
     if scores:
         out["score_mean"] = statistics.fmean(scores)
@@ -131,4 +121,4 @@ def write_results(path: Path, payload: dict) -> None:
     path.write_text(json.dumps(payload, indent=2, default=str) + "\n")
 
 
-__all__ = ["episode_metrics", "git_commit", "pass_at_k", "run_panel", "summarize", "write_results"]
+__all__ = ["episode_metrics", "pass_at_k", "run_panel", "summarize", "write_results"]

@@ -170,13 +170,40 @@ def smollm2_135m() -> Path:
     return _build_once(cache_dir() / "smollm2-135m-instruct", build)
 
 
+OFFLINE_MODELS = ("tiny-qwen3", "smollm2-135m", "tiny-qwen25-vl")
+
+
 def model_path(name: str) -> str:
-    """Resolve a model name: `tiny-qwen3` and `smollm2-135m` are built offline; anything else is returned as is."""
+    """Resolve a model name to a local directory, never touching the network.
+
+    `tiny-qwen3`, `smollm2-135m` and `tiny-qwen25-vl` are built offline; an existing directory is returned as is; a
+    Hub id (`Qwen/Qwen2.5-3B-Instruct`) is looked up in the local Hugging Face cache (`HF_HOME`, `HF_HUB_CACHE`).
+    A Hub id that is not cached raises `ConfigError` saying how to download it, so a GPU job fails at start instead
+    of after its environments are built.
+    """
     if name == "tiny-qwen3":
         return str(tiny_qwen3())
     if name == "smollm2-135m":
         return str(smollm2_135m())
-    return name
+    if name == "tiny-qwen25-vl":
+        from .vlm import tiny_qwen25_vl
+
+        return str(tiny_qwen25_vl())
+    if Path(name).expanduser().is_dir():
+        return str(Path(name).expanduser())
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    from .config import ConfigError
+
+    try:
+        return snapshot_download(name, local_files_only=True)
+    except (LocalEntryNotFoundError, ValueError) as exc:
+        raise ConfigError(
+            f"Model {name!r} is neither an offline name ({', '.join(OFFLINE_MODELS)}), a local directory, nor in the "
+            f"local Hugging Face cache; download it once on a machine with network: `hf download {name}` "
+            f"(set HF_HOME to share the cache with the compute nodes)."
+        ) from exc
 
 
 def main() -> None:

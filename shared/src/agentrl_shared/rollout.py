@@ -180,7 +180,8 @@ class RolloutCollector:
                 if isinstance(result, EnvFailure):
                     self._fail(ep, str(result))
                     continue
-                histories[i].append(Turn(current[i].observation, actions[k]))
+                # (observation acted on, action, what it returned): Search shows each search with its own result
+                histories[i].append(Turn(current[i].observation, actions[k], result.observation))
                 current[i] = result
                 ep.env_rewards.append(result.reward)
                 ep.won, ep.info = bool(result.info.get("won", False)), result.info

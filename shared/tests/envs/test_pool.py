@@ -13,6 +13,7 @@ from agentrl_shared.envs import EnvFailure, make_env
 from agentrl_shared.envs import search_qa as S
 from agentrl_shared.envs import webshop as W
 from agentrl_shared.envs.pool import EnvPool
+from agentrl_shared.testing import write_synthetic_catalog, write_synthetic_games, write_synthetic_qa
 
 
 class SlowEnv:
@@ -37,7 +38,7 @@ class SlowEnv:
 
 @pytest.fixture(scope="module")
 def webshop_setup(tmp_path_factory):
-    d = W.write_synthetic_catalog(tmp_path_factory.mktemp("ws"))
+    d = write_synthetic_catalog(tmp_path_factory.mktemp("ws"))
     return d, W.load_tasks("all", d)
 
 
@@ -56,7 +57,7 @@ def test_webshop_pool_group_same_start_timeout_and_kill(webshop_setup):
 
 
 def test_search_qa_pool_matches_in_process(tmp_path):
-    d = S.write_synthetic_qa(tmp_path)
+    d = write_synthetic_qa(tmp_path)
     tasks = S.load_qa(d / "test.jsonl")[:2]
     factory = functools.partial(make_env, "search_qa", corpus_path=str(d / "corpus.jsonl"))
     results = []
@@ -71,10 +72,11 @@ def test_alfworld_pool_and_killed_worker(tmp_path):
     pytest.importorskip("alfworld")
     from agentrl_shared.envs import alfworld as A
 
-    A.write_synthetic_games(tmp_path, "train", n_games=2)
+    write_synthetic_games(tmp_path, "train", n_games=2)
     tasks = A.load_tasks("train", tmp_path)
     factory = functools.partial(SlowEnv, "alfworld", expert_type="none")
-    with EnvPool(factory, num_slots=2, timeout=30.0, num_workers=2) as pool:
+    # a reset loads (compiles) the game in the engine: tens of seconds on a loaded 2-core machine
+    with EnvPool(factory, num_slots=2, timeout=180.0, num_workers=2) as pool:
         out = pool.reset([0, 1], [tasks[0]] * 2, [3, 3])
         assert out[0].observation == out[1].observation
         res = pool.step([0, 1], ["go to countertop 1", "die"])

@@ -23,7 +23,11 @@ def env():
 
 def test_official_variation_splits():
     splits = {s: SW.load_tasks(s, task_names=["boil"]) for s in SW.SPLITS}
-    assert [len(splits[s]) for s in SW.SPLITS] == [14, 7, 9]  # design/stack.md 4: boil 14 / 7 / 9
+    assert [len(splits[s]) for s in SW.SPLITS] == [
+        14,
+        7,
+        9,
+    ]  # boil: 14 / 7 / 9 variations (scienceworld 1.2.3 `get_variations_train/dev/test`)
     ids = [t["task_id"] for s in SW.SPLITS for t in splits[s]]
     assert len(set(ids)) == len(ids) and splits["train"][0] == {
         "task_id": "boil:0",

@@ -21,16 +21,18 @@ is blind to time spent waiting for a core another job holds). Figures are merged
 
 import hashlib
 import json
+import logging
 import statistics
 import time
+from pathlib import Path
 
 import torch
-
-from agentrl_shared.config import load_config
 
 from . import cli
 from .trainer import VADTrainer
 
+
+logger = logging.getLogger("vad.bench")
 
 BENCH_CONFIG = "smoke"
 RUNS_PER_VARIANT = 4  # alternated VAD, OPD, OPD, VAD, VAD, OPD, OPD, VAD
@@ -42,7 +44,7 @@ VARIANTS = {
     "opd": ["target=direct", "reg_weight=0.0"],  # plain on-policy distillation: direct matching, no regulariser
 }
 SIDES = ("step", "rollout", "loss")
-RESULTS = cli.PACKAGE_DIR.parent / "bench-results.json"
+RESULTS = Path("bench-results.json")  # the repository's figures file (`make bench` runs from the root)
 
 
 class TimedVADTrainer(VADTrainer):
@@ -83,16 +85,14 @@ class TimedVADTrainer(VADTrainer):
 
 def bench_run(variant: str, steps: int, output_dir: str) -> list[dict]:
     """One training run of `variant` on the bench config; returns the per-step records (all steps)."""
-    resolved = load_config(
-        BENCH_CONFIG,
-        [*VARIANTS[variant], f"max_steps={steps}", f"trainer.output_dir={output_dir}", "trainer.seed=0"],
-        cli.SECTIONS,
-        "vad",
+    resolved = cli.load(
+        BENCH_CONFIG, [*VARIANTS[variant], f"max_steps={steps}", f"trainer.output_dir={output_dir}", "trainer.seed=0"]
     )
     args = resolved["trainer"]
     args.learning_rate = 0.0  # nothing moves: both variants sample the same completions every step
     args.generation_kwargs = {**(args.generation_kwargs or {}), "min_new_tokens": args.max_completion_length}
-    trainer = cli.train(resolved, trainer_cls=TimedVADTrainer)
+    trainer = cli.build_trainer(resolved, TimedVADTrainer)
+    trainer.train()
     full = (trainer.args.per_device_train_batch_size, trainer.args.max_completion_length)
     for rec in trainer.bench_records:
         if rec["shape"] != (full, full[0] * full[1]):
@@ -101,6 +101,7 @@ def bench_run(variant: str, steps: int, output_dir: str) -> list[dict]:
 
 
 def main() -> None:
+    cli.setup_logging()
     torch.set_num_threads(THREADS)
     bench_run("opd", WARMUP_STEPS, "/tmp/vad-bench-warmup")
     records: dict[str, list[list[dict]]] = {name: [] for name in VARIANTS}
@@ -129,12 +130,13 @@ def main() -> None:
             figures[f"vad/opd_{side}_time{suffix}_s"] = opd
             figures[f"vad/{side}_time{suffix}_ratio_vad_over_opd"] = vad / opd
     figures["vad/step_time_ratio_vad_over_opd"] = figures.pop("vad/step_time_ratio_vad_over_opd")  # the headline
-    print(f"| median over {len(kept['vad'])} steps x 2 variants (s) | VAD | plain OPD | VAD / OPD (target <= 1.5) |")
-    print("|---|---|---|---|")
+    lines = [f"| median over {len(kept['vad'])} steps x 2 variants (s) | VAD | plain OPD | VAD / OPD (target <= 1.5) |",
+             "|---|---|---|---|"]  # fmt: skip
     for clock, suffix in (("wall", ""), ("cpu", "_cpu")):
         for side in SIDES:
             vad, opd = figures[f"vad/{side}_time{suffix}_s"], figures[f"vad/opd_{side}_time{suffix}_s"]
-            print(f"| {side} ({clock}) | {vad:.3f} | {opd:.3f} | {vad / opd:.3f} |")
+            lines.append(f"| {side} ({clock}) | {vad:.3f} | {opd:.3f} | {vad / opd:.3f} |")
+    logger.info("\n%s", "\n".join(lines))
     merged = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     merged = {k: v for k, v in merged.items() if not k.startswith("vad/")}  # drop stale keys of earlier versions
     merged.update(figures)
@@ -150,7 +152,7 @@ def main() -> None:
         "rollout": "_prepare_inputs: generation, rewards, teacher prompt processing",
         "loss": "step - rollout: student forward, teacher forward(s), loss, backward",
     }
-    merged["vad/commit"] = cli.commit()
+    merged["vad/commit"] = cli.git_commit()
     RESULTS.write_text(json.dumps(merged, indent=2, sort_keys=True) + "\n")
 
 

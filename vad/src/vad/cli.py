@@ -1,14 +1,19 @@
-"""`vad train|eval|reproduce|report --config NAME key=value ...` (design/architecture.md "Two scales, one command").
+"""`vad train|eval|reproduce|report`: one table row per run, written under an output folder the user names.
 
-Parses, loads the config through `agentrl_shared.config`, prints the resolved config and writes it next to the
-results, then dispatches. `reproduce --scale cpu` trains the method and its baselines on procedural data with a tiny
-random Qwen2.5-VL (mechanics only, not the paper's numbers); `--scale paper` fails fast without CUDA or data.
+- `vad train --config NAME [--row ROW] [--output DIR] key=value ...`: train one row of the paper's tables (the row's
+  switches, then the overrides), evaluate the trained student, write `<DIR>/<config>/<row>_seed<s>/result.json`.
+- `vad eval --config NAME [--output DIR] key=value ...`: evaluate `model.name_or_path` (the `base` row, or a
+  checkpoint) with the configured back end; streaming and resumable.
+- `vad reproduce --scale cpu|paper [--config NAME] [--output DIR] key=value ...`: every row in `data.rows` x
+  `data.seeds` (finished runs are not redone).
+- `vad report [RUN_DIR ...] [--results DIR] [--readme FILE]`: copy finished runs' results into the results folder
+  and rebuild the README table from it. Only `report` writes committed files.
 """
 
 import argparse
 import json
+import logging
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -17,67 +22,58 @@ from pathlib import Path
 from agentrl_shared.offline import set_offline_env
 
 
-set_offline_env()
+set_offline_env()  # before transformers / trl are imported
 
-from agentrl_shared.config import ModelConfig, load_config, to_dict  # noqa: E402
-from agentrl_shared.report import replace_block  # noqa: E402
+from agentrl_shared.config import ConfigError, ModelConfig, load_config, to_dict  # noqa: E402
+from agentrl_shared.models import model_path  # noqa: E402
+from agentrl_shared.provenance import git_commit  # noqa: E402
 
-from .config import DataConfig, VADConfig  # noqa: E402
+from .config import ROWS, DataConfig, VADConfig, row_label  # noqa: E402
+from .views import DataError  # noqa: E402
 
 
+logger = logging.getLogger("vad")
 SECTIONS = {"trainer": VADConfig, "data": DataConfig, "model": ModelConfig}
-COMMANDS = ("train", "eval", "reproduce", "report")
-SCALES = ("cpu", "paper")
 SCALE_CONFIGS = {"cpu": "procedural_tiny-qwen25vl_cpu", "paper": "visionopd_qwen3.5-4b_paper"}
-PACKAGE_DIR = Path(__file__).resolve().parents[2]  # vad/
-README = PACKAGE_DIR / "README.md"
-PAPER_RESULTS = PACKAGE_DIR / "paper_results.json"
-TINY_VLM = "tiny-qwen25-vl"
+DEFAULT_OUTPUT = "runs/vad"
+TINY_VLM = "tiny-qwen25-vl"  # built offline by agentrl_shared.vlm
 
 
-def commit() -> str:
-    """Short commit of the working tree (results and bench figures carry it), or `unknown`."""
+class UsageError(Exception):
+    """A configuration or data problem: `main` prints its one-line message and exits with status 2."""
+
+
+def setup_logging() -> None:
+    """INFO on rank 0, warnings only on the other ranks."""
+    rank = int(os.environ.get("RANK", "0"))
+    logging.basicConfig(
+        level=logging.INFO if rank == 0 else logging.WARNING, format="%(asctime)s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+    )  # fmt: skip
+
+
+def data_root() -> Path:
+    """`$AGENTRL_DATA/vad` (default `../shared/data/vad` from the working directory, the repository root)."""
+    return Path(os.environ.get("AGENTRL_DATA", "../shared/data")) / "vad"
+
+
+def load(config: str, overrides: list[str], row: str | None = None) -> dict:
+    """Load `config`, apply the row's switches (`ROWS`), then the command-line overrides."""
     try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=PACKAGE_DIR)
-        return out.stdout.strip() or "unknown"
-    except OSError:
-        return "unknown"
+        resolved = load_config(config, overrides, SECTIONS, "vad")
+        if row is not None:
+            if row not in ROWS or ROWS[row] is None:
+                raise ValueError(f"Unknown trained row {row!r}; valid: {', '.join(k for k, v in ROWS.items() if v)}.")
+            switches = [f"trainer.{k}={v}" for k, v in ROWS[row].items()]
+            resolved = load_config(config, [*switches, *overrides], SECTIONS, "vad")
+    except (ConfigError, ValueError) as err:
+        raise UsageError(str(err)) from err
+    resolved["_name"] = config
+    return resolved
 
 
-def model_path(name: str) -> str:
-    """`tiny-qwen25-vl` is built offline (agentrl_shared.vlm); anything else is a local path or a Hub id."""
-    if name == TINY_VLM:
-        from agentrl_shared.vlm import tiny_qwen25_vl
-
-        return str(tiny_qwen25_vl())
-    return name
-
-
-def data_path(data: DataConfig, folder: str) -> Path:
-    """`data.path`, else `$AGENTRL_DATA/<folder>` (default `../shared/data/<folder>` from the repository root)."""
-    if data.path is not None:
-        return Path(data.path)
-    return Path(os.environ.get("AGENTRL_DATA", PACKAGE_DIR.parent.parent / "shared" / "data")) / folder
-
-
-def view_kwargs(data: DataConfig) -> dict:
-    return {
-        "crop_context": data.crop_context,
-        "degrade_scale": data.degrade_scale,
-        "minus_framing": data.minus_framing,
-    }
-
-
-def train_rows(data: DataConfig) -> list[dict]:
-    from .data import load_vision_opd, procedural_rows
-
-    if data.name == "procedural":
-        size = {"image_size": data.image_size, "detail_size": data.detail_size}
-        return procedural_rows(data.num_train, seed=data.seed, **size, **view_kwargs(data))
-    if data.name == "vision_opd":
-        limit = data.num_train if data.num_train > 0 else None
-        return load_vision_opd(data_path(data, "Vision-OPD-6K"), limit=limit, **view_kwargs(data))
-    raise ValueError(f"Unknown dataset {data.name!r}; valid: procedural, vision_opd.")
+def run_dir(output: str, cfg: dict, row: str) -> Path:
+    return Path(output) / cfg["_name"] / f"{row}_seed{cfg['trainer'].seed}"
 
 
 def write_json(path: Path, obj: dict) -> None:
@@ -85,291 +81,293 @@ def write_json(path: Path, obj: dict) -> None:
     path.write_text(json.dumps(obj, indent=2, default=str) + "\n")
 
 
+def train_dataset(data: DataConfig):
+    from datasets import Dataset
+
+    from .views import load_vision_opd, procedural_rows
+
+    views = {
+        "crop_context": data.crop_context,
+        "degrade_scale": data.degrade_scale,
+        "minus_framing": data.minus_framing,
+    }
+    if data.name == "procedural":
+        size = {"image_size": data.image_size, "detail_size": data.detail_size}
+        return Dataset.from_list(procedural_rows(data.num_train, seed=data.seed, **size, **views))
+    path = data.path or data_root() / "vision_opd"
+    return load_vision_opd(path, limit=data.num_train if data.num_train > 0 else None, **views)
+
+
+# ------------------------------------------------------------------------------------------------ evaluation
+
+
+def procedural_items(data: DataConfig, root: Path):
+    """The fixed held-out procedural panel (a different random stream from the training rows)."""
+    import random
+
+    from .benchmarks import EvalItem
+    from .views import format_question, procedural_sample
+
+    rng = random.Random(10_000 + data.seed)
+    for i in range(data.num_eval):
+        s = procedural_sample(rng, image_size=data.image_size, detail_size=data.detail_size)
+        yield EvalItem("procedural", str(i), format_question(s.question, s.options), s.answer, s.image, root)
+
+
+def evaluate(cfg: dict, out: Path, generate, rank: int = 0, world: int = 1, barrier=lambda: None) -> dict | None:
+    """Evaluate with `generate` on the procedural panel (cpu) or the benchmarks; rank 0 returns the scores."""
+    from . import evaluation
+    from .benchmarks import folder
+
+    data: DataConfig = cfg["data"]
+    judge = None
+    if data.judge_base_url:
+        judge = {"base_url": data.judge_base_url, "model": data.judge_model}
+    if data.name == "procedural":
+        path = out / "procedural" / f"rank{rank}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        items = [it for i, it in enumerate(procedural_items(data, out)) if i % world == rank]
+        with path.open("w") as f:
+            for batch in evaluation.batches(items, data.eval_batch_size):
+                for it, response in zip(batch, generate(batch), strict=True):
+                    correct = evaluation.rule_correct("procedural", response, it.answer, multiple_choice=True)
+                    rec = {"uid": it.uid, "answer": it.answer, "response": response, "correct": correct, "info": {}}
+                    f.write(json.dumps(rec) + "\n")
+        barrier()
+        if rank != 0:
+            return None
+        result = evaluation.collect_scores(out, ["procedural"])
+        write_json(out / "scores.json", result)
+        return result
+    root = Path(data.benchmark_root) if data.benchmark_root else data_root()
+    roots = {name: folder(name, root) for name in data.benchmarks}
+    limit = data.num_eval if data.num_eval > 0 else None
+    return evaluation.evaluate(generate, roots, out, rank=rank, world=world, limit=limit,
+                               batch_size=data.eval_batch_size, judge=judge, barrier=barrier)  # fmt: skip
+
+
+def generator_for(cfg: dict, model=None, processor=None, trainer=None):
+    """The configured generation back end (`data.eval_backend`)."""
+    from .evaluation import HFGenerator, OpenAIGenerator, VLLMGenerator
+
+    data: DataConfig = cfg["data"]
+    max_new = data.eval_max_new_tokens
+    if data.eval_backend == "openai":
+        return OpenAIGenerator(data.eval_base_url, data.eval_model or cfg["model"].name_or_path, max_new,
+                               seed=data.eval_seed)  # fmt: skip
+    if data.eval_backend == "vllm":
+        if trainer is not None:  # TRL's colocated engine: load the trained weights into it first
+            if not trainer.use_vllm or trainer.args.vllm_mode != "colocate":
+                raise UsageError(
+                    "data.eval_backend=vllm after training needs trainer.use_vllm=true vllm_mode=colocate."
+                )
+            if trainer.args.vllm_tensor_parallel_size != 1:
+                raise UsageError("data.eval_backend=vllm shards items over ranks: set vllm_tensor_parallel_size=1.")
+            trainer.vllm_generation.sync_weights()
+            if trainer.args.vllm_enable_sleep_mode:
+                trainer.vllm_generation.llm.wake_up()
+            return VLLMGenerator(trainer.vllm_generation.llm, max_new, seed=data.eval_seed)
+        import torch
+        from vllm import LLM
+
+        llm = LLM(model=model_path(cfg["model"].name_or_path), tensor_parallel_size=max(torch.cuda.device_count(), 1),
+                  seed=data.eval_seed)  # fmt: skip
+        return VLLMGenerator(llm, max_new, seed=data.eval_seed)
+    if model is None:
+        from transformers import AutoModelForImageTextToText, AutoProcessor
+
+        path = model_path(cfg["model"].name_or_path)
+        model = AutoModelForImageTextToText.from_pretrained(path, dtype=cfg["model"].dtype)
+        processor = AutoProcessor.from_pretrained(path, padding_side="left")
+    model.eval()
+    return HFGenerator(model, processor, max_new)
+
+
+def result_record(cfg: dict, row: str, scores: dict, **extra) -> dict:
+    return {
+        "row": row,
+        "model": cfg["model"].name_or_path,
+        "config": cfg["_name"],
+        "seed": cfg["trainer"].seed,
+        "commit": git_commit(),
+        "scores": scores["scores"],
+        "details": scores["details"],
+        **extra,
+    }
+
+
 # --------------------------------------------------------------------------------------------------- commands
 
 
-def train(resolved: dict, trainer_cls: type | None = None):
-    """Build the dataset, the processor and [`VADTrainer`] (or `trainer_cls`, a subclass: the bench's timed one),
-    train, and write the log history; returns the trainer."""
-    from datasets import Dataset
+def build_trainer(cfg: dict, trainer_cls: type | None = None):
+    """The dataset, the processor and [`VADTrainer`] (or `trainer_cls`, a subclass such as the bench's timed one)."""
     from transformers import AutoProcessor
 
-    from .data import choice_accuracy_reward
     from .trainer import VADTrainer
 
-    args: VADConfig = resolved["trainer"]
-    model: ModelConfig = resolved["model"]
-    path = model_path(model.name_or_path)
-    args.model_init_kwargs = {"dtype": model.dtype, **(args.model_init_kwargs or {})}
-    if model.attn_implementation is not None:
-        args.model_init_kwargs["attn_implementation"] = model.attn_implementation
+    args: VADConfig = cfg["trainer"]
+    path = model_path(cfg["model"].name_or_path)
+    args.model_init_kwargs = {"dtype": cfg["model"].dtype, **(args.model_init_kwargs or {})}
+    if cfg["model"].attn_implementation is not None:
+        args.model_init_kwargs["attn_implementation"] = cfg["model"].attn_implementation
     processor = AutoProcessor.from_pretrained(path, padding_side="left")
-    dataset = Dataset.from_list(train_rows(resolved["data"]))
-    # The exact-match reward is logged as training accuracy; only target=grpo optimises it (spec 5).
-    trainer = (trainer_cls or VADTrainer)(
-        path, reward_funcs=[choice_accuracy_reward], args=args, train_dataset=dataset, processing_class=processor
-    )
-    trainer.train()
-    write_json(Path(args.output_dir) / "log_history.json", {"log_history": trainer.state.log_history})
-    return trainer
+    dataset = train_dataset(cfg["data"])
+    return (trainer_cls or VADTrainer)(path, args=args, train_dataset=dataset, processing_class=processor)
 
 
-def evaluate(resolved: dict, model=None, processor=None) -> dict[str, float]:
-    """Greedy accuracy by exact option matching (or the judge) on the procedural held-out set or the benchmarks."""
+def train(cfg: dict, output: str) -> dict:
+    """Train one row, evaluate the trained student, write `result.json` (rank 0); returns the record (or {}).
+
+    The run is filed under the row its switches define (`config.row_label`), whatever asked for it.
+    """
+    args: VADConfig = cfg["trainer"]
+    row = row_label(args, cfg["data"].minus_framing)
+    out = run_dir(output, cfg, row)
+    args.output_dir = str(out / "trainer")
+    trainer = build_trainer(cfg)
+    processor = trainer.processing_class
+    is_main = trainer.accelerator.is_main_process
+    if is_main:
+        write_json(out / "config.json", to_dict({k: v for k, v in cfg.items() if k != "_name"}))
+    started = time.perf_counter()
+    checkpoints = list(Path(args.output_dir).glob("checkpoint-*"))
+    trainer.train(resume_from_checkpoint=bool(checkpoints) or None)
+    train_s = time.perf_counter() - started
+    if is_main:
+        write_json(out / "log_history.json", {"log_history": trainer.state.log_history})
+    generate = generator_for(cfg, trainer.model, processor, trainer)
+    acc = trainer.accelerator
+    scores = evaluate(cfg, out / "eval", generate, acc.process_index, acc.num_processes, acc.wait_for_everyone)
+    if not is_main:
+        return {}
+    record = result_record(cfg, row, scores, train_seconds=round(train_s, 1), steps=trainer.state.global_step,
+                           log_history=trainer.state.log_history)  # fmt: skip
+    write_json(out / "result.json", record)
+    logger.info("%s seed %d: %s", row, args.seed, json.dumps(scores["scores"]))
+    return record
+
+
+def eval_base(cfg: dict, output: str, row: str = "base") -> dict:
+    """Evaluate `model.name_or_path` as is (the `base` row, or a given checkpoint), one process."""
+    out = run_dir(output, cfg, row)
+    write_json(out / "config.json", to_dict({k: v for k, v in cfg.items() if k != "_name"}))
+    scores = evaluate(cfg, out / "eval", generator_for(cfg))
+    record = result_record(cfg, row, scores)
+    write_json(out / "result.json", record)
+    logger.info("%s: %s", row, json.dumps(scores["scores"]))
+    return record
+
+
+def check_paper_scale(cfg: dict) -> None:
+    """Fail fast at paper scale: CUDA and the training data must be present."""
     import torch
-    from transformers import AutoModelForImageTextToText, AutoProcessor
 
-    from .data import (
-        BENCHMARK_DIRS,
-        extract_choice,
-        judge_choice,
-        load_benchmark,
-        procedural_sample,
-        score_answer,
-    )
-
-    data: DataConfig = resolved["data"]
-    if model is None:
-        path = model_path(resolved["model"].name_or_path)
-        model = AutoModelForImageTextToText.from_pretrained(path, dtype=resolved["model"].dtype)
-        processor = AutoProcessor.from_pretrained(path, padding_side="left")
-    model.eval()
-    if data.name == "procedural":
-        import random
-
-        from .data import EvalItem, format_question
-
-        rng = random.Random(10_000 + data.seed)  # held out: a different stream from the training rows
-        samples = [
-            procedural_sample(rng, image_size=data.image_size, detail_size=data.detail_size)
-            for _ in range(data.num_eval)
-        ]
-        suites = {
-            "procedural": [
-                EvalItem(str(i), s.image, format_question(s.question, s.options), s.answer, s.options, s.kind)
-                for i, s in enumerate(samples)
-            ]
-        }
-        max_new = 8  # cpu scale: an option letter needs one or two tokens
-    else:
-        limit = data.num_eval if data.num_eval > 0 else None
-        suites = {b: load_benchmark(b, data_path(data, BENCHMARK_DIRS[b]), limit=limit) for b in data.benchmarks}
-        max_new = data.eval_max_new_tokens
-    scores = {}
-    for name, items in suites.items():
-        correct = []
-        for start in range(0, len(items), 8):
-            batch = items[start : start + 8]
-            texts = [
-                processor.apply_chat_template(
-                    [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": it.prompt}]}],
-                    add_generation_prompt=True,
-                    tokenize=False,
-                )
-                for it in batch
-            ]
-            enc = processor(images=[[it.image] for it in batch], text=texts, padding=True, return_tensors="pt")
-            enc = enc.to(model.device)
-            with torch.no_grad():
-                out = model.generate(**enc, max_new_tokens=max_new, do_sample=False)  # spec 6.3: greedy, 1 sample
-            answers = processor.batch_decode(out[:, enc["input_ids"].size(1) :], skip_special_tokens=True)
-            for it, text in zip(batch, answers, strict=True):
-                if data.judge_base_url is not None and it.options:
-                    choice = extract_choice(text, len(it.options)) or judge_choice(
-                        text, it, base_url=data.judge_base_url, model=data.judge_model
-                    )
-                    correct.append(float(choice == it.answer))
-                else:
-                    correct.append(score_answer(text, it.answer, max(len(it.options), 1)))
-        scores[name] = 100.0 * sum(correct) / max(len(correct), 1)
-    from .data import HELD_OUT_BENCHMARKS, MAIN_BENCHMARKS
-
-    for avg, names in (("Avg6", MAIN_BENCHMARKS), ("Avg4", HELD_OUT_BENCHMARKS)):  # unweighted means (Tabs. 1, 3)
-        if all(n in scores for n in names):
-            scores[avg] = sum(scores[n] for n in names) / len(names)
-    return scores
-
-
-def check_paper_scale(resolved: dict) -> None:
-    """Fail fast at paper scale: CUDA and the training data must be present (architecture.md "Two scales")."""
-    import torch
+    from .views import vision_opd_file
 
     if not torch.cuda.is_available():
-        raise SystemExit(
-            "vad reproduce --scale paper needs CUDA GPUs (paper: Qwen3.5-4B/9B, 96 prompts x 8 rollouts, vLLM + "
-            "ZeRO-3); none is visible. Run `vad reproduce --scale cpu` on this machine."
+        raise UsageError(
+            "vad reproduce --scale paper needs CUDA GPUs (Qwen3.5-4B/9B, 96 prompts x 8 rollouts, vLLM + ZeRO-3); "
+            "none is visible. Run `vad reproduce --scale cpu` on this machine."
         )
-    path = data_path(resolved["data"], "Vision-OPD-6K")
-    if not path.exists():
-        raise SystemExit(
-            f"Training data not found at {path}. Download Vision-OPD-6K with "
-            "`huggingface-cli download --repo-type dataset yuanqianhao/Vision-OPD-6K --local-dir <dir>` and pass "
-            "data.path=<dir> (or set $AGENTRL_DATA); evaluation sets are listed in vad/README.md."
-        )
+    vision_opd_file(cfg["data"].path or data_root() / "vision_opd")
 
 
-def reproduce(resolved: dict, scale: str, config_name: str) -> list[dict]:
-    """Train the configured target and `data.baselines` for each seed, evaluate, write results JSON and curves."""
-    import copy
+def reproduce(scale: str, config: str | None, output: str, overrides: list[str]) -> list[dict]:
+    """Every row of `data.rows` for every seed of `data.seeds`; a run whose `result.json` exists is not redone.
 
+    cpu: in this process. paper: each trained row in its own `accelerate launch` (TRL's ZeRO-3 config), so every row
+    starts from fresh GPU memory; the `base` row is evaluated in this process.
+    """
+    config = config or SCALE_CONFIGS[scale]
+    cfg = load(config, overrides)
     if scale == "paper":
-        check_paper_scale(resolved)
-    data: DataConfig = resolved["data"]
-    base: VADConfig = resolved["trainer"]
-    out_dir = Path(data.results_dir) / scale
-    results = []
-    for target in [base.target, *[b for b in data.baselines if b != base.target]]:
-        for seed in data.seeds:
-            run = copy.deepcopy(resolved)
-            args = run["trainer"]
-            args.target, args.seed = target, seed
-            if target == "direct":
-                args.reg_weight = 0.0  # spec 5: direct teacher matching has no regulariser
-            args.output_dir = str(out_dir / f"{target}_seed{seed}")
-            started = time.perf_counter()
-            trainer = train(run)
-            scores = evaluate(run, trainer.model, trainer.processing_class)
-            for bench, value in scores.items():
-                record = {
-                    "benchmark": bench,
-                    "model": run["model"].name_or_path,
-                    "target": target,
-                    "seed": seed,
-                    "metric": "accuracy",
-                    "value": value,
-                    "scale": scale,
-                    "config": config_name,
-                    "commit": commit(),
-                    "wall_s": round(time.perf_counter() - started, 1),
-                    "log_history": trainer.state.log_history,
-                }
-                write_json(out_dir / f"{bench}_{target}_seed{seed}.json", record)
-                results.append(record)
-            del trainer
-    plot_curves(results, out_dir / "learning_curves.png")
-    print_table(results)
-    return results
+        check_paper_scale(cfg)
+    records = []
+    for seed in cfg["data"].seeds:
+        for row in cfg["data"].rows:
+            run = load(config, [*overrides, f"trainer.seed={seed}"], None if ROWS[row] is None else row)
+            label = row if ROWS[row] is None else row_label(run["trainer"], run["data"].minus_framing)
+            done = run_dir(output, run, label) / "result.json"
+            if done.exists():
+                logger.info("%s seed %d: finished earlier (%s), not redone", row, seed, done)
+                records.append(json.loads(done.read_text()))
+                continue
+            if ROWS[row] is None:
+                records.append(eval_base(run, output, row))
+            elif scale == "cpu":
+                records.append(train(run, output))
+            else:
+                import importlib.resources
 
-
-def plot_curves(results: list[dict], path: Path) -> None:
-    """Per-run training curves of the main loss and the logged accuracy reward (from the same runs)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
-    seen = set()
-    for rec in results:
-        key = (rec["target"], rec["seed"])
-        if key in seen:
-            continue
-        seen.add(key)
-        logs = [h for h in rec["log_history"] if "loss" in h and "step" in h]
-        steps = [h["step"] for h in logs]
-        axes[0].plot(steps, [h.get("vad/vis_loss", h["loss"]) for h in logs], label=f"{key[0]} s{key[1]}")
-        axes[1].plot(steps, [h.get("reward", 0.0) for h in logs], label=f"{key[0]} s{key[1]}")
-    axes[0].set(title="vad/vis_loss (loss for grpo)", xlabel="step")
-    axes[1].set(title="train accuracy reward", xlabel="step")
-    axes[0].legend(fontsize=7)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
-
-
-def aggregate(results: list[dict]) -> dict[tuple[str, str, str], str]:
-    """(benchmark, model, target) -> 'mean +- std (n)' over seeds."""
-    groups: dict[tuple[str, str, str], list[dict]] = {}
-    for rec in results:
-        groups.setdefault((rec["benchmark"], rec["model"], rec["target"]), []).append(rec)
-    out = {}
-    for key, recs in groups.items():
-        values = [r["value"] for r in recs]
-        std = statistics.stdev(values) if len(values) > 1 else 0.0
-        out[key] = (f"{statistics.mean(values):.2f} +- {std:.2f} (n={len(values)})", recs[0]["commit"])
-    return out
-
-
-def print_table(results: list[dict]) -> None:
-    print("| Benchmark | Model | Target | Ours |")
-    print("|---|---|---|---|")
-    for (bench, model, target), (cell, _) in sorted(aggregate(results).items()):
-        print(f"| {bench} | {model} | {target} | {cell} |")
-
-
-def report(results_dir: Path, readme: Path = README) -> str:
-    """Rewrite the README results table between its markers from results JSON and `paper_results.json`."""
-    results = [
-        json.loads(p.read_text()) for p in sorted(results_dir.rglob("*.json")) if p.name != "resolved_config.json"
-    ]
-    results = [r for r in results if "benchmark" in r and "value" in r]
-    ours = aggregate(results)
-    paper = json.loads(PAPER_RESULTS.read_text())["rows"]
-    lines = [
-        "| Benchmark | Model | Metric | Target | Paper | Ours (mean +- std, n seeds) | commit |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for row in paper:
-        cell, sha = ours.get((row["benchmark"], row["model"], row["target"]), ("not run", "-"))
-        paper_cell = f"{row['value']} ({row['source']})"
-        lines.append(
-            f"| {row['benchmark']} | {row['model']} | {row['metric']} | {row['target']} | {paper_cell} | {cell} | {sha} |"
-        )
-    paper_keys = {(r["benchmark"], r["model"], r["target"]) for r in paper}
-    for key, (cell, sha) in sorted(ours.items()):
-        if key not in paper_keys:  # cpu-scale mechanics rows: no paper number exists for them
-            lines.append(f"| {key[0]} | {key[1]} | accuracy | {key[2]} | - (mechanics check) | {cell} | {sha} |")
-    table = "\n".join(lines)
-    readme.write_text(replace_block(readme.read_text(), "results", table))
-    return table
+                zero3 = importlib.resources.files("trl") / "accelerate_configs" / "zero3.yaml"
+                cmd = ["accelerate", "launch", "--config_file", str(zero3), "-m", "vad.cli", "train", "--config",
+                       config, "--row", row, "--output", output, f"trainer.seed={seed}", *overrides]  # fmt: skip
+                logger.info("%s seed %d: %s", row, seed, " ".join(cmd))
+                subprocess.run(cmd, check=True)
+                records.append(json.loads(done.read_text()))
+    return records
 
 
 # --------------------------------------------------------------------------------------------------- entry
 
 
-def parse(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="vad", description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=COMMANDS)
-    parser.add_argument("--config", default=None, help="a file in vad/configs/ (without .yaml) or a YAML path")
-    parser.add_argument("--scale", choices=SCALES, default="cpu", help="reproduce: cpu (minutes) or paper (GPU node)")
-    parser.add_argument("overrides", nargs="*", help="section.key=value or key=value")
-    return parser.parse_intermixed_args(argv)  # `--config` may come before or after the overrides
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="vad", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def common(q, config_help):
+        q.add_argument("--config", default=None, help=config_help)
+        q.add_argument(
+            "--output", default=DEFAULT_OUTPUT, help=f"folder for runs (default {DEFAULT_OUTPUT}, git-ignored)"
+        )
+        q.add_argument("overrides", nargs="*", help="section.key=value or key=value (e.g. trainer.learning_rate=1e-5)")
+
+    q = sub.add_parser("train", help="train one table row, then evaluate it")
+    common(q, "config in vad/configs (name without .yaml) or a YAML path; default smoke")
+    q.add_argument("--row", choices=[k for k, v in ROWS.items() if v is not None], default=None,
+                   help="apply this row's switches before the overrides (default: the row the config defines)")  # fmt: skip
+    q = sub.add_parser("eval", help="evaluate model.name_or_path as is (the base row, or a checkpoint)")
+    common(q, "config in vad/configs or a YAML path; default smoke")
+    q.add_argument("--row", default="base", help="row name the result is filed under (default base)")
+    q = sub.add_parser("reproduce", help="every row in data.rows x data.seeds of one scale")
+    common(q, f"default: {SCALE_CONFIGS['cpu']} (cpu) / {SCALE_CONFIGS['paper']} (paper)")
+    q.add_argument("--scale", choices=sorted(SCALE_CONFIGS), default="cpu",
+                   help="cpu: tiny VLM on procedural data, minutes; paper: GPU node, Vision-OPD-6K + 10 benchmarks")  # fmt: skip
+    q = sub.add_parser("report", help="file finished runs' results under --results and rebuild the README table")
+    q.add_argument("runs", nargs="*", help="run folders to take result.json files from (searched recursively)")
+    q.add_argument("--results", default="vad/results", help="committed results folder (default vad/results)")
+    q.add_argument("--readme", default="vad/README.md", help="README whose results block is rewritten")
+    return p
 
 
 def run(argv: list[str] | None = None):
-    """Same as `main`, returning what the command produced (the trainer for `train`), for in-process tests."""
-    ns = parse(argv)
+    """`main` without the exit-code handling (in-process tests): returns what the command produced."""
+    p = parser()
+    ns, rest = p.parse_known_args(argv)  # overrides may sit before, between or after the options
+    unknown = [r for r in rest if r.startswith("-") or "=" not in r]
+    if unknown or (rest and ns.command == "report"):
+        p.error(f"unrecognized arguments: {' '.join(unknown or rest)}")
+    if ns.command != "report":
+        ns.overrides = [*ns.overrides, *rest]
     if ns.command == "report":
-        table = report(
-            Path(load_config(ns.config or SCALE_CONFIGS["cpu"], ns.overrides, SECTIONS, "vad")["data"].results_dir)
-        )
-        print(table)
-        return table
-    name = ns.config or (SCALE_CONFIGS[ns.scale] if ns.command == "reproduce" else "smoke")
-    resolved = load_config(name, ns.overrides, SECTIONS, "vad")
-    dumped = to_dict(resolved)
-    print(json.dumps(dumped, indent=2, default=str))
-    where = (
-        Path(resolved["data"].results_dir) / ns.scale
-        if ns.command == "reproduce"
-        else Path(resolved["trainer"].output_dir)
-    )
-    write_json(where / "resolved_config.json", dumped)
-    if ns.command == "train":
-        return train(resolved)
-    if ns.command == "eval":
-        scores = evaluate(resolved)
-        write_json(where / "eval_results.json", {"scores": scores, "commit": commit(), "config": name})
-        print(json.dumps(scores, indent=2))
-        return scores
+        from .report import report
+
+        return report([Path(r) for r in ns.runs], Path(ns.results), Path(ns.readme))
     if ns.command == "reproduce":
-        return reproduce(resolved, ns.scale, name)
-    raise ValueError(f"Unknown command {ns.command!r}; valid: {', '.join(COMMANDS)}.")
+        return reproduce(ns.scale, ns.config, ns.output, ns.overrides)
+    cfg = load(ns.config or "smoke", ns.overrides, ns.row if ns.command == "train" else None)
+    if ns.command == "train":
+        return train(cfg, ns.output)
+    return eval_base(cfg, ns.output, ns.row)
 
 
 def main(argv: list[str] | None = None) -> None:
-    run(argv if argv is not None else sys.argv[1:])
+    setup_logging()
+    try:
+        run(argv if argv is not None else sys.argv[1:])
+    except (UsageError, DataError, ConfigError) as err:
+        logger.error("%s", err)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

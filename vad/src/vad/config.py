@@ -1,29 +1,45 @@
-"""Configuration of VAD (paper arXiv 2607.28590, Sec. 4.1 implementation details; spec vad.md section 4).
+"""Configuration of VAD (paper arXiv 2607.28590, Sec. 4.1 implementation details).
 
 `VADConfig(GRPOConfig)` holds the paper's knobs with the paper's defaults (each cited) and the baselines/ablations as
-exact-name switches (spec section 5). `DataConfig` holds data, view and evaluation settings; they never enter
-`GRPOConfig`. Values marked UNCERTAIN come from the spec's list of unresolved items and are listed in the README.
+exact-name switches (Tab. 2 and 4 rows). `DataConfig` holds data, view and evaluation settings; they never enter
+`GRPOConfig`. Values marked UNCERTAIN are not fixed by the paper; the README lists them under Deviations.
 """
 
 from dataclasses import dataclass, field
 
 from trl import GRPOConfig
 
-from .data import BENCHMARKS, MINUS_FRAMINGS
+from .benchmarks import BENCHMARKS
 from .losses import BRANCH_WEIGHTS, DIVERGENCES, Q_TAILS, TARGETS
+from .views import MINUS_FRAMINGS
 
 
-TRAINER_TARGETS = (*TARGETS, "grpo")  # "grpo": the reward-based RL baseline (spec 5), TRL's own loss
+TRAINER_TARGETS = (*TARGETS, "grpo")  # "grpo": the reward-based RL baseline (paper Tab. 1), TRL's own loss
 DATASETS = ("procedural", "vision_opd")
+EVAL_BACKENDS = ("hf", "openai", "vllm")
+# Every row of the paper's tables as the trainer switches that define it (Tab. 1 main, Tab. 2 target ablation at 4B,
+# Tab. 3 held-out, Tab. 4 divergence). `base` is the untrained model (evaluation only).
+ROWS = {
+    "base": None,
+    "vad": {},
+    "vad_noreg": {"reg_weight": 0.0},
+    "direct": {"target": "direct", "reg_weight": 0.0},
+    "scalar": {"target": "scalar", "reg_weight": 0.0},
+    "one_sided": {"target": "one_sided", "reg_weight": 0.0},
+    "one_sided_reg": {"target": "one_sided"},
+    "vad_fkl": {"divergence": "fkl"},
+    "vad_rkl": {"divergence": "rkl"},
+    "grpo": {"target": "grpo"},
+}
 
 
 @dataclass
 class VADConfig(GRPOConfig):
     """[`~trl.GRPOConfig`] plus VAD's knobs. Paper: https://huggingface.co/papers/2607.28590
 
-    Defaults are the paper's (Sec. 4.1 as quoted by spec vad.md 4): top-100 support + tail bucket, zeta = 1e-3,
+    Defaults are the paper's (Sec. 4.1): top-100 support + tail bucket, zeta = 1e-3,
     c = 20, lambda = 0.1, tau_plus = 0.8 (4B; 0.7 for 9B), JSD, lr 2e-6, 8 rollouts per prompt, 1024 response tokens,
-    one epoch with 10 warm-up steps (Vision-OPD `scripts/run_vision_opd.sh`), no KL to a reference (beta = 0).
+    one epoch with 10 warm-up steps (VisionOPD/Vision-OPD @ c2e345f, `scripts/run_vision_opd.sh`), no KL to a reference (beta = 0).
     """
 
     # --- VAD (Sec. 3) ---
@@ -43,7 +59,7 @@ class VADConfig(GRPOConfig):
     q_tail: str = field(
         default="student_mass",
         metadata={
-            "help": "UNCERTAIN (spec 2.4): tail of q: `student_mass` (scale q_K by the student's top-K mass, tail = "
+            "help": "UNCERTAIN (Sec. 4.1 does not say): tail of q: `student_mass` (scale q_K by the student's top-K mass, tail = "
             "student's tail mass) or `zero` (tail gets zero mass)."
         },
     )
@@ -56,21 +72,32 @@ class VADConfig(GRPOConfig):
     branch_weights: str = field(
         default="capped",
         metadata={
-            "help": "UNCERTAIN (spec 2.2): `capped` (w- = a-/(a+ + a-), the cut budget is not redistributed) or "
+            "help": "UNCERTAIN (Sec. 3.2 does not say): `capped` (w- = a-/(a+ + a-), the cut budget is not redistributed) or "
             "`redistribute` (w- = 1 - w+, ablation)."
         },
     )
-    eps: float = field(default=1e-8, metadata={"help": "UNCERTAIN (spec 2.2): norm-denominator epsilon."})
-    log_eps: float = field(default=1e-10, metadata={"help": "UNCERTAIN (spec 2.2): epsilon inside phi's logs."})
+    eps: float = field(default=1e-8, metadata={"help": "UNCERTAIN (Sec. 3.2 does not say): norm-denominator epsilon."})
+    log_eps: float = field(
+        default=1e-10, metadata={"help": "UNCERTAIN (Sec. 3.2 does not say): epsilon inside phi's logs."}
+    )
     scalar_scale: float | None = field(
         default=None,
-        metadata={"help": "UNCERTAIN (spec 5): s for target=scalar; None uses s = |r_vis| / |r| per position."},
+        metadata={
+            "help": "UNCERTAIN (Tab. 2 does not say): s for target=scalar; None uses s = |r_vis| / |r| per position."
+        },
     )
     is_clip: float | None = field(
         default=2.0,
         metadata={
-            "help": "Vision-OPD `is_clip` (spec 2.5, UNCERTAIN for VAD): per-token ratio exp(logp - logp_old) clipped "
+            "help": "Vision-OPD `is_clip` (VisionOPD/Vision-OPD @ c2e345f, `scripts/run_vision_opd.sh`; UNCERTAIN for VAD): per-token ratio exp(logp - logp_old) clipped "
             "at this value multiplies the loss when old log-probs exist; None disables."
+        },
+    )
+    logit_chunk_size: int = field(
+        default=256,
+        metadata={
+            "help": "Completion positions per chunk when the (B, C, V) logits are reduced to the top-K support "
+            "(memory, not maths: each chunk's fp32 softmax is recomputed in backward)."
         },
     )
     # --- re-defaulted GRPOConfig fields (paper values) ---
@@ -98,55 +125,96 @@ class VADConfig(GRPOConfig):
         super().__post_init__()
 
 
+def row_label(args: VADConfig, minus_framing: str = "crop") -> str:
+    """The table row a trained configuration belongs to: target, regulariser on/off and divergence, plus any other
+    ablation switch off its default (`vad+branch_weights=redistribute`), so a run lands only in the row it is."""
+    if args.target == "grpo":
+        return "grpo"
+    name = args.target
+    if args.target == "vad" and args.reg_weight == 0:
+        name = "vad_noreg"
+    elif args.target in ("one_sided", "scalar") and args.reg_weight > 0:
+        name += "_reg"
+    if args.divergence != "jsd":
+        name += f"_{args.divergence}"
+    extra = []
+    if args.target != "direct" and args.reg_weight not in (0.0, 0.1):
+        extra.append(f"reg_weight={args.reg_weight}")
+    for key, default in (("branch_weights", "capped"), ("q_tail", "student_mass"), ("tail_bucket", True),
+                         ("scalar_scale", None)):  # fmt: skip
+        if getattr(args, key) != default:
+            extra.append(f"{key}={getattr(args, key)}")
+    if minus_framing != "crop":
+        extra.append(f"minus_framing={minus_framing}")
+    return "+".join([name, *extra])
+
+
 @dataclass
 class DataConfig:
-    """Data, views and evaluation (spec vad.md 2.1 and 6).
+    """Data, views, evaluation and the reproduction plan (paper Sec. 3.1 and 4.1).
 
     Args:
         name (`str`): `procedural` (generated fine-grained questions, CPU scale) or `vision_opd` (Vision-OPD-6K).
-        path (`str` or `None`): Vision-OPD-6K folder/file; default `$AGENTRL_DATA/Vision-OPD-6K`.
-        num_train (`int`): procedural training rows (or a cap on Vision-OPD rows when > 0).
-        num_eval (`int`): held-out procedural questions (or a cap per benchmark when > 0).
+        path (`str` or `None`): Vision-OPD-6K folder (holding `train.jsonl`) or the file; default
+            `$AGENTRL_DATA/vad/vision_opd`.
+        benchmark_root (`str` or `None`): folder holding one snapshot folder per benchmark
+            (`vad.benchmarks.SOURCES`); default `$AGENTRL_DATA/vad`.
+        num_train (`int`): procedural training rows (a cap on Vision-OPD rows when > 0).
+        num_eval (`int`): held-out procedural questions (a cap per benchmark when > 0).
         seed (`int`): data seed (the training seed is `trainer.seed`).
-        image_size, detail_size (`int`): procedural image side and evidence size in pixels.
-        crop_context (`float`): x+ window = `crop_context` x the evidence box (UNCERTAIN, spec 2.1).
+        image_size, detail_size (`int`): procedural image side and evidence patch side in pixels.
+        crop_context (`float`): x+ window = `crop_context` x the evidence box (UNCERTAIN, Sec. 3.1).
         degrade_scale (`float`): x- downsampling factor. Paper: 0.1.
-        minus_framing (`str`): `crop` (x+ framing, pixelated evidence; default) or `full` (UNCERTAIN, spec 2.1).
-        benchmarks (`list[str]`): evaluation benchmarks for `vad eval` at paper scale.
-        eval_max_new_tokens (`int`): generation budget at evaluation.
-        judge_base_url (`str` or `None`): OpenAI-compatible judge endpoint; None scores by exact option matching.
+        minus_framing (`str`): `crop` (x+ framing, evidence pixelated; default) or `full` (UNCERTAIN, Sec. 3.1).
+        benchmarks (`list[str]`): evaluation benchmarks at paper scale (Avg6 + Avg4).
+        eval_backend (`str`): `hf` (transformers generate), `openai` (an OpenAI-compatible server at
+            `eval_base_url`, as the official pipeline), `vllm` (TRL's colocated engine after training, or a `vllm.LLM`).
+        eval_base_url, eval_model (`str` or `None`): server URL and served model name for `eval_backend=openai`.
+        eval_max_new_tokens (`int`): generation budget at evaluation (Vision-OPD eval: 32768).
+        eval_batch_size (`int`): items generated (and written) per batch on each rank.
+        eval_seed (`int`): sampling seed of the evaluation requests (Vision-OPD eval: 42).
+        judge_base_url (`str` or `None`): OpenAI-compatible judge for answers the rules reject; None = rules only.
         judge_model (`str`): judge model name. Paper: openai/gpt-oss-120b.
         seeds (`list[int]`): training seeds run by `vad reproduce`.
-        baselines (`list[str]`): trainer targets run by `vad reproduce` next to the configured one.
-        results_dir (`str`): where results JSON, curves and resolved configs are written.
+        rows (`list[str]`): table rows `vad reproduce` produces (`ROWS`).
     """
 
     name: str = "procedural"
     path: str | None = None
+    benchmark_root: str | None = None
     num_train: int = 64
     num_eval: int = 32
     seed: int = 0
     image_size: int = 448
-    detail_size: int = 20
+    detail_size: int = 10
     crop_context: float = 2.0
     degrade_scale: float = 0.1
     minus_framing: str = "crop"
     benchmarks: list[str] = field(default_factory=lambda: list(BENCHMARKS))
+    eval_backend: str = "hf"
+    eval_base_url: str | None = None
+    eval_model: str | None = None
     eval_max_new_tokens: int = 1024
+    eval_batch_size: int = 8
+    eval_seed: int = 42
     judge_base_url: str | None = None
     judge_model: str = "openai/gpt-oss-120b"
     seeds: list[int] = field(default_factory=lambda: [0])
-    baselines: list[str] = field(default_factory=lambda: ["direct"])
-    results_dir: str = "vad/results"
+    rows: list[str] = field(default_factory=lambda: ["base", "vad", "direct"])
 
     def __post_init__(self):
-        if self.name not in DATASETS:
-            raise ValueError(f"Unknown dataset {self.name!r}; valid: {', '.join(DATASETS)}.")
-        if self.minus_framing not in MINUS_FRAMINGS:
-            raise ValueError(f"Unknown minus_framing {self.minus_framing!r}; valid: {', '.join(MINUS_FRAMINGS)}.")
+        for key, value, valid in (
+            ("dataset", self.name, DATASETS),
+            ("minus_framing", self.minus_framing, MINUS_FRAMINGS),
+            ("eval_backend", self.eval_backend, EVAL_BACKENDS),
+        ):
+            if value not in valid:
+                raise ValueError(f"Unknown {key} {value!r}; valid: {', '.join(valid)}.")
         for name in self.benchmarks:
             if name not in BENCHMARKS:
                 raise ValueError(f"Unknown benchmark {name!r}; valid: {', '.join(BENCHMARKS)}.")
-        for name in self.baselines:
-            if name not in TRAINER_TARGETS:
-                raise ValueError(f"Unknown baseline target {name!r}; valid: {', '.join(TRAINER_TARGETS)}.")
+        for name in self.rows:
+            if name not in ROWS:
+                raise ValueError(f"Unknown row {name!r}; valid: {', '.join(ROWS)}.")
+        if self.eval_backend == "openai" and not self.eval_base_url:
+            raise ValueError("data.eval_backend=openai needs data.eval_base_url=http://<host>:<port>/v1.")

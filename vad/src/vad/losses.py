@@ -1,4 +1,4 @@
-"""VAD's equations as pure tensor functions (paper arXiv 2607.28590, Sec. 3 / Eqs. 2-4 and 7-10; spec vad.md 2.2-2.4).
+"""VAD's equations as pure tensor functions (paper arXiv 2607.28590, Sec. 3 / Eqs. 2-4 and 7-10).
 
 Every function works on the student's top-K support: the last dimension is K (or K + 1 once a tail bucket is added).
 Leading dimensions are free (usually (B, T)). Nothing here reads a config or a trainer; scalars are keyword-only.
@@ -18,12 +18,12 @@ Q_TAILS = ("student_mass", "zero")
 
 
 def center(x: Tensor) -> Tensor:
-    """phi_t (Sec. 3, spec 2.2): x - mean(x) over the support (last dimension). Shapes (..., K) -> (..., K)."""
+    """phi_t (Sec. 3.2): x - mean(x) over the support (last dimension). Shapes (..., K) -> (..., K)."""
     return x - x.mean(dim=-1, keepdim=True)
 
 
 def smoothed_logp(logp: Tensor, *, eps: float = 1e-10) -> Tensor:
-    """log(p + eps), computed exactly from log p (the epsilon inside phi_t's logs, spec 2.2; UNCERTAIN value)."""
+    """log(p + eps), computed exactly from log p (the epsilon inside phi_t's logs, Sec. 3.2; UNCERTAIN value)."""
     if eps <= 0.0:
         return logp
     return torch.logaddexp(logp, torch.full_like(logp, math.log(eps)))
@@ -32,7 +32,7 @@ def smoothed_logp(logp: Tensor, *, eps: float = 1e-10) -> Tensor:
 def visual_correction(
     student_logp: Tensor, teacher_pos_logp: Tensor, teacher_neg_logp: Tensor, *, zeta: float = 1e-3
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """Teacher correction, evidence direction and one-sided projection (Eqs. 2-4; spec 2.2).
+    """Teacher correction, evidence direction and one-sided projection (Eqs. 2-4).
 
     Args:
         student_logp (`Tensor`): log p_S^0 on the support, shape (..., K).
@@ -68,10 +68,10 @@ def _unit(x: Tensor, eps: float) -> Tensor:
 def branch_reconstruction(
     r: Tensor, u: Tensor, r_vis: Tensor, *, tau_plus: float, eps: float = 1e-8, weights: str = "capped"
 ) -> Tensor:
-    """Budgeted branch-aware reconstruction r_t^VAD (Eq. 7; spec 2.2), detached.
+    """Budgeted branch-aware reconstruction r_t^VAD (Eq. 7), detached.
 
     u is split into a support branch u+ = max(u, 0) and a refute branch u- = min(u, 0); the budget is B = |r_vis|.
-    Branch agreements a+- = relu(<r, u+- / |u+-|>) give the shares (UNCERTAIN, spec 2.2 default candidate):
+    Branch agreements a+- = relu(<r, u+- / |u+-|>) give the shares (UNCERTAIN: the paper states only that the support share is capped and the cut budget not redistributed):
     w+ = min(tau_plus, a+ / (a+ + a-)) and, for `weights="capped"` (default), w- = a- / (a+ + a-), so the budget cut
     off by the cap is not redistributed; `weights="redistribute"` (ablation) uses w- = 1 - w+. When a+ + a- = 0,
     r_VAD = 0. Because u+ and u- have disjoint supports, |r_VAD| = B * sqrt(w+^2 + w-^2) <= B when w+ + w- <= 1.
@@ -102,7 +102,7 @@ def branch_reconstruction(
 
 
 def add_tail_bucket(logp: Tensor) -> Tensor:
-    """Append log(1 - sum exp(logp)) as one more coordinate: (..., K) -> (..., K + 1) (SDPO/Vision-OPD `add_tail`)."""
+    """Append log(1 - sum exp(logp)) as one more coordinate: (..., K) -> (..., K + 1) (VisionOPD/Vision-OPD @ c2e345f, `verl/trainer/ppo/core_algos.py::compute_self_distillation_loss` `add_tail`)."""
     log_mass = torch.logsumexp(logp, dim=-1, keepdim=True).clamp(max=-1e-7)  # keep the tail strictly positive
     return torch.cat([logp, torch.log(-torch.expm1(log_mass))], dim=-1)
 
@@ -110,7 +110,7 @@ def add_tail_bucket(logp: Tensor) -> Tensor:
 def student_anchored_target(
     student_logp: Tensor, shift: Tensor, *, clip: float = 20.0, tail: str | None = "student_mass", log_eps: float = 0.0
 ) -> Tensor:
-    """q_t = softmax(phi(p_S) + clip(shift, -c, c)) (Eq. 8; spec 2.2), with the tail bucket (spec 2.4), detached.
+    """q_t = softmax(phi(p_S) + clip(shift, -c, c)) (Eq. 8), with the tail bucket (Sec. 4.1), detached.
 
     Args:
         student_logp (`Tensor`): log p_S^0 on the support, (..., K); detached here (sg on the target side).
@@ -140,9 +140,9 @@ def student_anchored_target(
 
 
 def regulariser_weight(r: Tensor, shift: Tensor, *, eps: float = 1e-8) -> Tensor:
-    """a_t = sg(clip(1 - |r_VAD| / (|r| + eps), 0, 1)) (Eq. 10; spec 2.3). Shapes (..., K) -> (...).
+    """a_t = sg(clip(1 - |r_VAD| / (|r| + eps), 0, 1)) (Eq. 10). Shapes (..., K) -> (...).
 
-    Grows when little of the correction is visually attributable; |r| = 0 gives rho = 0 and a = 1 (spec 8.5).
+    Grows when little of the correction is visually attributable; |r| = 0 gives rho = 0 and a = 1.
     """
     rho = shift.detach().norm(dim=-1) / (r.detach().norm(dim=-1) + eps)
     return (1.0 - rho).clamp(0.0, 1.0)
@@ -156,7 +156,7 @@ def _kl(log_p: Tensor, log_q: Tensor) -> Tensor:
 
 
 def js_divergence(log_p: Tensor, log_q: Tensor) -> Tensor:
-    """D_JS(p, q) = 0.5 KL(p || m) + 0.5 KL(q || m), m = (p + q) / 2, over the last dimension (spec 2.3).
+    """D_JS(p, q) = 0.5 KL(p || m) + 0.5 KL(q || m), m = (p + q) / 2, over the last dimension (Eq. 9).
 
     Args:
         log_p, log_q (`Tensor`): log-probabilities, (..., K') each (-inf allowed for zero mass).
@@ -169,7 +169,7 @@ def js_divergence(log_p: Tensor, log_q: Tensor) -> Tensor:
 
 
 def divergence(log_target: Tensor, log_student: Tensor, *, kind: str = "jsd") -> Tensor:
-    """D(sg(target), student) over the last dimension (spec 2.3 and Tab. 4 ablation): `jsd`, `fkl`, `rkl`.
+    """D(sg(target), student) over the last dimension (Eq. 9 and the Tab. 4 ablation): `jsd`, `fkl`, `rkl`.
 
     `fkl` is KL(target || student) (mode covering), `rkl` is KL(student || target) (mode seeking). (...,K') -> (...).
     """
@@ -186,6 +186,43 @@ def divergence(log_target: Tensor, log_student: Tensor, *, kind: str = "jsd") ->
 def support_logps(logits: Tensor, indices: Tensor) -> Tensor:
     """Exact log-probabilities of `indices` under softmax(logits): (..., V), (..., K) -> (..., K)."""
     return torch.gather(logits, -1, indices) - torch.logsumexp(logits, dim=-1, keepdim=True)
+
+
+def _chunk_logps(logits: Tensor, indices: Tensor, temperature: float) -> Tensor:
+    logits = logits.to(torch.promote_types(logits.dtype, torch.float32)) / temperature  # bf16 -> fp32, fp64 stays
+    return torch.gather(logits, -1, indices) - torch.logsumexp(logits, dim=-1, keepdim=True)
+
+
+def chunked_support_logps(
+    logits: Tensor, indices: Tensor | None = None, *, k: int = 100, temperature: float = 1.0, chunk_size: int = 256
+) -> tuple[Tensor, Tensor]:
+    """log softmax(logits / temperature) at `indices` (or at the top-`k` tokens), chunk by chunk over the completion.
+
+    Only one (B, chunk, V) fp32 slice exists at a time; with gradient, each chunk's softmax is recomputed in the
+    backward pass (activation checkpointing), so what stays alive is the model's own (B, C, V) logits and the
+    (B, C, K) result. Equal to the unchunked computation (tests/test_losses.py).
+
+    Args:
+        logits (`Tensor`): (B, C, V), any float dtype, with or without gradient.
+        indices (`Tensor` or `None`): (B, C, K) token ids; None takes the top-`k` ids of `logits`.
+
+    Returns:
+        `(logps, indices)`, each (B, C, K).
+    """
+    from torch.utils.checkpoint import checkpoint
+
+    outs, ids = [], []
+    for start in range(0, logits.size(1), chunk_size):
+        part = logits[:, start : start + chunk_size]
+        idx = indices[:, start : start + chunk_size] if indices is not None else None
+        if idx is None:
+            idx = torch.topk(part.detach(), min(k, part.size(-1)), dim=-1).indices
+        if part.requires_grad:
+            outs.append(checkpoint(_chunk_logps, part, idx, temperature, use_reentrant=False))
+        else:
+            outs.append(_chunk_logps(part, idx, temperature))
+        ids.append(idx)
+    return torch.cat(outs, dim=1), torch.cat(ids, dim=1)
 
 
 def vad_token_losses(
@@ -205,7 +242,7 @@ def vad_token_losses(
     branch_weights: str = "capped",
     scalar_scale: float | None = None,
 ) -> dict[str, Tensor]:
-    """Per-position VAD losses on the student's top-K support (Sec. 3; spec 2.2-2.4 and pseudocode 3).
+    """Per-position VAD losses on the student's top-K support (Sec. 3.2-3.3).
 
     Args:
         student_logp (`Tensor`): log p_S^0 at the top-K ids, (..., K), **with** gradient (only path for gradients).
@@ -214,7 +251,7 @@ def vad_token_losses(
             `target="direct"`.
         target (`str`): `vad` (Eq. 8), `one_sided` (softmax(phi_S + r_vis)), `scalar` (softmax(phi_S + s r)),
             `direct` (q = p_T^+, Vision-OPD-style matching).
-        scalar_scale (`float` or `None`): s for `target="scalar"`; None uses s = |r_vis| / |r| (UNCERTAIN, spec 5).
+        scalar_scale (`float` or `None`): s for `target="scalar"`; None uses s = |r_vis| / |r| (UNCERTAIN, Tab. 2 does not say).
         Other arguments: see [`visual_correction`], [`branch_reconstruction`], [`student_anchored_target`].
 
     Returns:

@@ -1,6 +1,6 @@
 """VADTrainer: on-policy distillation with visual-evidence attribution on TRL 1.16's GRPOTrainer VLM path.
 
-Paper arXiv 2607.28590, Sec. 3 (method) and Sec. 4.1 (implementation); spec vad.md sections 3 and 9. The student's
+Paper arXiv 2607.28590, Sec. 3 (method) and Sec. 4.1 (implementation). The student's
 rollouts come from TRL's own single-turn VLM generation on the full image x0; a frozen copy of the initial model
 scores the same completions once with the evidence crop x+ and once with the degraded view x- (Eqs. 2-10).
 """
@@ -12,12 +12,18 @@ from trl.models import prepare_deepspeed
 from trl.trainer.utils import create_model_from_path, get_config_model_id
 
 from . import losses
+from .benchmarks import rule_correct
 from .config import VADConfig
 
 
-def zero_reward(completions: list, **kwargs) -> list[float]:
-    """Rewards are unused by the distillation targets (spec 9); GRPOTrainer still needs one reward function."""
-    return [0.0] * len(completions)
+def answer_reward(completions: list, answer: list[str], **kwargs) -> list[float]:
+    """Accuracy of each rollout by the evaluation's multiple-choice rule (first option letter, or equal answers).
+
+    Logged as the training accuracy; only the GRPO baseline (`target="grpo"`) optimises it (UNCERTAIN: the paper's
+    GRPO reward is not specified; the distillation targets ignore rewards).
+    """
+    texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+    return [float(rule_correct("train", t, a, multiple_choice=True)) for t, a in zip(texts, answer, strict=True)]
 
 
 class VADTrainer(GRPOTrainer):
@@ -61,7 +67,7 @@ class VADTrainer(GRPOTrainer):
     def __init__(self, model, reward_funcs=None, args: VADConfig | None = None, **kwargs):
         if args is None:
             args = VADConfig("vad-output")
-        super().__init__(model, reward_funcs if reward_funcs is not None else [zero_reward], args=args, **kwargs)
+        super().__init__(model, reward_funcs if reward_funcs is not None else [answer_reward], args=args, **kwargs)
         self.teacher_model = None
         if args.target != "grpo":
             self._setup_teacher()
@@ -76,7 +82,7 @@ class VADTrainer(GRPOTrainer):
         teacher = create_model_from_path(get_config_model_id(self.model.config), **model_init_kwargs)
         teacher.requires_grad_(False)
         teacher.eval()
-        if self.is_deepspeed_enabled:  # ZeRO-3: shard the frozen teacher with the trainer's DeepSpeed config (§9)
+        if self.is_deepspeed_enabled:  # ZeRO-3: shard the frozen teacher with the trainer's DeepSpeed config
             self.teacher_model = prepare_deepspeed(teacher, self.accelerator)
         else:
             self.teacher_model = self.accelerator.prepare_model(teacher, evaluation_mode=True)
@@ -86,8 +92,8 @@ class VADTrainer(GRPOTrainer):
     def _view_inputs(self, inputs: list[dict], column: str, prefix: str) -> dict:
         """Render each row's messages with the image in `column` (x+ or x-) and process them (one image per row).
 
-        Pixel rows differ per image, so they travel as a list of B tensors (they survive TRL's shuffle and split,
-        trl-notes 3); ids and masks are (B, P_view) tensors, left-padded by the processor.
+        Pixel rows differ per image, so they travel as a list of B tensors (TRL's `shuffle_sequence_dict` and
+        `split_tensor_dict` keep lists row-aligned); ids and masks are (B, P_view) tensors, left-padded.
         """
         prompts = [prepare_multimodal_messages(x["prompt"], images=[x[column]]) for x in inputs]
         texts = [
@@ -120,10 +126,11 @@ class VADTrainer(GRPOTrainer):
     # -------------------------------------------------------------------------------------------------- loss
 
     def _completion_logits(self, model, prompt_ids, prompt_mask, completion_ids, completion_mask, view: dict):
-        """Plain forward (no fused LM head: VAD needs top-K logits, trl-notes 4.2) -> logits at completion positions.
+        """Plain forward (TRL's fused LM head returns only sampled-token log-probs; VAD needs top-K) -> raw logits at
+        the completion positions, in the model's dtype (the fp32 softmax is taken chunk by chunk later).
 
-        Each view has its own prompt length and image tokens, so alignment is on completion positions only
-        (spec 8.4): the last C logits before the end predict the C completion tokens. Returns (B, C, V).
+        Each view has its own prompt length and image tokens, so alignment is on completion positions only: the
+        last C logits before the end predict the C completion tokens. Returns (B, C, V).
         """
         c = completion_ids.size(1)
         input_ids = torch.cat([prompt_ids, completion_ids], dim=1)  # (B, P + C)
@@ -141,7 +148,7 @@ class VADTrainer(GRPOTrainer):
                 use_cache=False,
                 logits_to_keep=c + 1,  # only the completion positions reach the (large-vocabulary) LM head
             ).logits
-        return logits[:, :-1, :].float() / self.temperature  # (B, C, V)
+        return logits[:, :-1, :]  # (B, C, V)
 
     def _teacher_view(self, inputs: dict, prefix: str) -> dict:
         return {
@@ -152,7 +159,7 @@ class VADTrainer(GRPOTrainer):
 
     def _compute_loss(self, model, inputs):
         args = self.args
-        if args.target == "grpo":  # baseline (spec 5): TRL's GRPO loss on the reward
+        if args.target == "grpo":  # baseline (Tab. 1): TRL's GRPO loss on the reward
             return super()._compute_loss(model, inputs)
         mode = "train" if self.model.training else "eval"
         completion_ids, completion_mask = inputs["completion_ids"], inputs["completion_mask"]
@@ -163,11 +170,11 @@ class VADTrainer(GRPOTrainer):
         student_logits = self._completion_logits(
             model, inputs["prompt_ids"], inputs["prompt_mask"], completion_ids, completion_mask, student_view
         )  # (B, C, V)
-        top_idx = torch.topk(student_logits.detach(), min(args.top_k, student_logits.size(-1)), dim=-1).indices
-        student_logp = losses.support_logps(student_logits, top_idx)  # (B, C, K), with gradient
+        chunk = {"temperature": self.temperature, "chunk_size": args.logit_chunk_size}
+        student_logp, top_idx = losses.chunked_support_logps(student_logits, k=args.top_k, **chunk)  # (B, C, K)
 
         # Teacher p_T^+ (x+) and p_T^- (x-): frozen, no grad, same completion; every rank runs the same forwards
-        # (ZeRO-3 lock-step rule, trl-notes 4.1 trap 4)
+        # (under ZeRO-3 a rank that skipped a forward would hang the others' parameter all-gathers)
         with torch.no_grad():
             pos_logits = self._completion_logits(
                 self.teacher_model,
@@ -177,7 +184,7 @@ class VADTrainer(GRPOTrainer):
                 completion_mask,
                 self._teacher_view(inputs, "teacher_pos_"),
             )
-            pos_logp = losses.support_logps(pos_logits, top_idx)  # (B, C, K)
+            pos_logp, _ = losses.chunked_support_logps(pos_logits, top_idx, **chunk)  # (B, C, K)
             del pos_logits
             neg_logp = None
             if args.target != "direct":
@@ -189,7 +196,7 @@ class VADTrainer(GRPOTrainer):
                     completion_mask,
                     self._teacher_view(inputs, "teacher_neg_"),
                 )
-                neg_logp = losses.support_logps(neg_logits, top_idx)
+                neg_logp, _ = losses.chunked_support_logps(neg_logits, top_idx, **chunk)
                 del neg_logits
 
         # float64 on the (B, C, K) support: cheap, and keeps near-zero JSDs non-negative
@@ -212,12 +219,19 @@ class VADTrainer(GRPOTrainer):
         # L = L_vis + lambda * a_t * L_reg per position (Eq. 10)
         per_token_loss = (terms["vis"] + args.reg_weight * terms["reg_weight"] * terms["reg"]).float()  # (B, C)
 
-        # Vision-OPD's clipped IS weight (spec 2.5): only when TRL kept old log-probs (off-policy micro-steps)
+        # Vision-OPD's clipped IS weight (`is_clip`, VisionOPD/Vision-OPD @ c2e345f `scripts/run_vision_opd.sh`):
+        # only when TRL kept old log-probs (off-policy micro-steps, or vLLM rollouts)
         old_logps = inputs.get("old_per_token_logps")
         if args.is_clip is not None and old_logps is not None:
-            sampled = losses.support_logps(student_logits, completion_ids.unsqueeze(-1)).squeeze(-1).detach()
-            ratio = torch.exp((sampled - old_logps).clamp(-20.0, 20.0)).clamp(max=args.is_clip)
+            with torch.no_grad():
+                sampled, _ = losses.chunked_support_logps(student_logits, completion_ids.unsqueeze(-1), **chunk)
+            ratio = torch.exp((sampled.squeeze(-1) - old_logps).clamp(-20.0, 20.0)).clamp(max=args.is_clip)
             per_token_loss = per_token_loss * ratio
+        # vLLM rollout correction, applied as TRL 1.16 `GRPOTrainer._compute_loss` does: the truncated (or masked)
+        # ratio pi_old / pi_vllm that `_generate_and_score_completions` computed multiplies the per-token loss
+        # (Vision-OPD: `algorithm.rollout_correction.rollout_is=token`, threshold 2.0)
+        if self.use_vllm and self.vllm_importance_sampling_correction:
+            per_token_loss = per_token_loss * inputs["importance_sampling_ratio"]
 
         # Token-mean over the whole generation batch, like TRL's `dapo` normaliser; already scaled for GA
         normalizer = inputs["num_items_in_batch"] / self.accelerator.num_processes

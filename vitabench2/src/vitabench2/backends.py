@@ -1,11 +1,15 @@
 """Model back ends for the three roles (agent, user simulator, judge): OpenAI-compatible HTTP, in-process
 transformers, and a scripted back end for tests and benchmarks.
 
-Paper spec sec. 4 (agent/user/judge LLMs, temperature 0) and sec. 9 (policy served through an OpenAI-compatible
-endpoint). Every call records prompt/completion tokens and latency; each back end caps its concurrent calls.
+Official settings: agent/user/judge LLMs at temperature 0 (`src/vita/models.yaml.example`), seed 300
+(`src/vita/config.py`); the policy under test is served through an OpenAI-compatible endpoint. Every call records prompt/completion tokens and latency; each back end caps its
+concurrent calls. An endpoint failure that a retry cannot fix raises [`BackendError`] with the server's message; the
+runner records it for that subtask and goes on, as the official harness does (meituan-longcat/VitaBench-2.0 @
+f60169e89f30499cb7883f3dad76bd03facc908d, `src/vita/utils/llm_utils.py`, `src/vita/run.py`).
 """
 
 import json
+import logging
 import re
 import threading
 import time
@@ -14,7 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
+logger = logging.getLogger(__name__)
 TOOL_CALL_RE = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
+
+
+class BackendError(RuntimeError):
+    """A model call failed for good (a 4xx reply, or retries exhausted); the message includes the server's text."""
 
 
 @dataclass
@@ -111,6 +120,7 @@ class ChatBackend:
         self._slots = threading.Semaphore(max_concurrency)
         self._log_lock = threading.Lock()
         self.calls: list[dict] = []
+        self.abort: threading.Event | None = None  # set by the runner on Ctrl-C; long calls stop early
 
     def chat(self, messages: list[dict], tools: list[dict] | None = None, role: str = "agent") -> ChatResult:
         with self._slots:
@@ -148,7 +158,7 @@ class ScriptedBackend(ChatBackend):
 
     def _chat(self, messages, tools):
         if self.delay_s:
-            time.sleep(self.delay_s)
+            (self.abort or threading.Event()).wait(self.delay_s)
         text = self.script(messages, tools)
         content, calls = parse_tool_calls(text)
         words = sum(len(str(m.get("content") or "").split()) for m in messages)
@@ -158,12 +168,22 @@ class ScriptedBackend(ChatBackend):
 class OpenAIBackend(ChatBackend):
     """Any OpenAI-compatible `/chat/completions` endpoint (vLLM `serve`, hosted APIs); native function calling.
 
+    Only failures that can succeed on retry are retried (timeouts, connection errors, 429, 5xx), with exponential
+    back-off; any other reply (e.g. a 400 for a context overflow) raises [`BackendError`] at once with the server's
+    message.
+
     Args:
         model (`str`): model name sent to the endpoint.
         base_url (`str`): e.g. `http://localhost:8000/v1`.
         api_key (`str`, *optional*): bearer token.
         temperature (`float`, *optional*, defaults to `0.0`): models.yaml default.
         max_tokens (`int`, *optional*, defaults to `4096`): completion cap.
+        timeout_s (`float`, *optional*, defaults to `600.0`): per-request timeout.
+        max_retries (`int`, *optional*, defaults to `3`): retries of retryable failures.
+        seed (`int`, *optional*): sent with every request (vLLM and OpenAI accept it).
+        enable_thinking (`bool`, *optional*): sent as `chat_template_kwargs.enable_thinking` (Qwen3-style templates
+            on vLLM); None sends nothing.
+        retry_wait_s (`float`, *optional*, defaults to `1.0`): first back-off wait (doubles per retry).
     """
 
     def __init__(
@@ -176,17 +196,58 @@ class OpenAIBackend(ChatBackend):
         max_concurrency: int = 8,
         timeout_s: float = 600.0,
         max_retries: int = 3,
+        seed: int | None = None,
+        enable_thinking: bool | None = None,
+        retry_wait_s: float = 1.0,
     ):
         super().__init__(max_concurrency)
         import httpx
 
         self.model, self.temperature, self.max_tokens, self.max_retries = model, temperature, max_tokens, max_retries
+        self.seed, self.enable_thinking, self.retry_wait_s = seed, enable_thinking, retry_wait_s
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.client = httpx.Client(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout_s)
 
-    def _chat(self, messages, tools):
+    def context_length(self) -> int | None:
+        """The served model's context window if the endpoint reports it (vLLM: `max_model_len` in `/models`)."""
         import httpx
 
+        try:
+            resp = self.client.get("/models", timeout=10.0)
+            resp.raise_for_status()
+            for m in resp.json().get("data", []):
+                if m.get("id") == self.model and isinstance(m.get("max_model_len"), int):
+                    return m["max_model_len"]
+        except (httpx.HTTPError, ValueError):
+            return None
+        return None
+
+    def _post(self, body: dict) -> dict:
+        import httpx
+
+        last = ""
+        for attempt in range(self.max_retries + 1):
+            try:
+                resp = self.client.post("/chat/completions", json=body)
+            except httpx.TransportError as err:  # timeouts, refused or dropped connections
+                last = f"{type(err).__name__}: {err}"
+            else:
+                if resp.status_code < 400:
+                    try:
+                        return resp.json()
+                    except ValueError:
+                        raise BackendError(f"{self.client.base_url}: reply is not JSON: {resp.text[:300]!r}") from None
+                last = f"HTTP {resp.status_code}: {_server_message(resp)}"
+                if resp.status_code != 429 and resp.status_code < 500:
+                    raise BackendError(f"{self.client.base_url} ({self.model}): {last}")
+            if attempt == self.max_retries:
+                break
+            logger.warning("%s: %s; retry %d/%d", self.client.base_url, last, attempt + 1, self.max_retries)
+            if (self.abort or threading.Event()).wait(self.retry_wait_s * 2**attempt):
+                break
+        raise BackendError(f"{self.client.base_url} ({self.model}) failed after {attempt + 1} tries: {last}")
+
+    def _chat(self, messages, tools):
         wire = []
         for m in messages:
             if m["role"] == "assistant" and m.get("tool_calls"):
@@ -212,21 +273,17 @@ class OpenAIBackend(ChatBackend):
             else:
                 wire.append({"role": m["role"], "content": m.get("content") or ""})
         body = {"model": self.model, "messages": wire, "temperature": self.temperature, "max_tokens": self.max_tokens}
+        if self.seed is not None:
+            body["seed"] = self.seed
+        if self.enable_thinking is not None:
+            body["chat_template_kwargs"] = {"enable_thinking": self.enable_thinking}
         if tools:
             body["tools"] = tools
-        for attempt in range(self.max_retries + 1):
-            try:
-                resp = self.client.post("/chat/completions", json=body)
-                resp.raise_for_status()
-                break
-            except (httpx.TransportError, httpx.HTTPStatusError) as err:
-                if attempt == self.max_retries:
-                    raise RuntimeError(
-                        f"Endpoint {self.client.base_url} failed after {attempt + 1} tries: {err}"
-                    ) from err
-                time.sleep(2**attempt)
-        data = resp.json()
-        msg = data["choices"][0]["message"]
+        data = self._post(body)
+        try:
+            msg = data["choices"][0]["message"]
+        except (KeyError, IndexError, TypeError):
+            raise BackendError(f"{self.client.base_url}: reply has no choices[0].message: {str(data)[:300]}") from None
         calls = []
         for c in msg.get("tool_calls") or []:
             try:
@@ -241,6 +298,21 @@ class OpenAIBackend(ChatBackend):
             content, calls = parse_tool_calls(content)
         usage = data.get("usage") or {}
         return ChatResult(content, calls, usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0))
+
+
+def _server_message(resp) -> str:
+    """The error text of an OpenAI-style error body (`{"error": {"message": ...}}` or `{"message": ...}`)."""
+    try:
+        data = resp.json()
+    except ValueError:
+        return resp.text[:500]
+    if isinstance(data, dict):
+        err = data.get("error", data)
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])[:500]
+        if isinstance(err, str):
+            return err[:500]
+    return resp.text[:500]
 
 
 class TransformersBackend(ChatBackend):
@@ -272,6 +344,14 @@ class TransformersBackend(ChatBackend):
         ids = self.tokenizer(prompt, return_tensors="pt", add_special_tokens=False)["input_ids"][
             :, -self.max_input_tokens :
         ]
+        from transformers import StoppingCriteria, StoppingCriteriaList
+
+        abort = self.abort
+
+        class StopOnAbort(StoppingCriteria):  # Ctrl-C ends a long generate at the next token
+            def __call__(self, input_ids, scores, **kwargs):
+                return torch.full((input_ids.shape[0],), bool(abort is not None and abort.is_set()))
+
         with torch.no_grad():
             out = self.model.generate(
                 ids,
@@ -279,6 +359,7 @@ class TransformersBackend(ChatBackend):
                 max_new_tokens=self.max_new_tokens,
                 do_sample=False,
                 pad_token_id=self.tokenizer.pad_token_id,
+                stopping_criteria=StoppingCriteriaList([StopOnAbort()]),
             )
         completion = out[0, ids.shape[1] :]
         text = self.tokenizer.decode(completion, skip_special_tokens=True)
@@ -293,6 +374,10 @@ def build_backend(
     api_key: str | None = None,
     temperature: float = 0.0,
     max_input_tokens: int = 4096,
+    max_tokens: int = 4096,
+    seed: int | None = None,
+    enable_thinking: bool | None = None,
+    timeout_s: float = 600.0,
 ) -> ChatBackend:
     """Back end from a CLI spec.
 
@@ -308,5 +393,15 @@ def build_backend(
         model, _, url = rest.partition("@")
         if not model or not url:
             raise ValueError(f"openai back end spec must be 'openai:MODEL@BASE_URL', got {spec!r}")
-        return OpenAIBackend(model, url, api_key=api_key, temperature=temperature, max_concurrency=max_concurrency)
+        return OpenAIBackend(
+            model,
+            url,
+            api_key=api_key,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            max_concurrency=max_concurrency,
+            timeout_s=timeout_s,
+            seed=seed,
+            enable_thinking=enable_thinking,
+        )
     raise ValueError(f"Unknown back end kind {kind!r} in {spec!r}; valid: 'transformers:PATH', 'openai:MODEL@URL'")

@@ -1,16 +1,17 @@
 """Benchmark: subtasks per minute with concurrency 1 vs 8 against a scripted back end with a fixed per-call delay.
 
-Not a paper number: it checks that the runner overlaps (user, trial) sequences (paper spec sec. 4, `--max-concurrency`
+Not a paper number: it checks that the runner overlaps (user, trial) sequences (the official `--max-concurrency`
 of the reference CLI). `python -m vitabench2.bench` prints the table and merges its figures under the `vitabench2/`
 prefix into `bench-results.json` at the repository root.
 """
 
 import argparse
 import json
-import subprocess
 import tempfile
 import time
 from pathlib import Path
+
+from agentrl_shared.provenance import git_commit
 
 from .backends import ScriptedBackend
 from .memory import count_tokens
@@ -70,26 +71,13 @@ def measure(concurrency: int, num_users: int, delay_s: float) -> dict:
     return {"subtasks": n, "seconds": elapsed, "subtasks_per_min": 60.0 * n / elapsed}
 
 
-def _commit() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=Path(__file__).parent,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def merge_results(path: Path, figures: dict, config: dict) -> None:
     """Read `bench-results.json`, replace our `vitabench2/` keys, write back (other packages' keys are kept)."""
     data = json.loads(path.read_text()) if path.exists() else {}
     for key, value in figures.items():
         data[f"vitabench2/{key}"] = value
     data["vitabench2/config"] = config
-    data["vitabench2/commit"] = _commit()
+    data["vitabench2/commit"] = git_commit()
     path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
@@ -97,7 +85,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--users", type=int, default=16)
     parser.add_argument("--delay", type=float, default=0.05, help="seconds per scripted model call")
-    parser.add_argument("--output", default=str(Path(__file__).resolve().parents[3] / "bench-results.json"))
+    parser.add_argument("--output", default="bench-results.json", help="JSON file to merge the figures into")
     args = parser.parse_args(argv)
     seq = measure(1, args.users, args.delay)
     par = measure(8, args.users, args.delay)

@@ -1,91 +1,188 @@
-"""Command line: `vitabench2 run | view | report`.
+"""`vitabench2 run | reproduce | report | view | rag-cache`: evaluate agents on VitaBench 2.0 (and 1.0) tasks.
 
-Paper spec sec. 6.3 (the `vita run` / `vita view` CLI) and sec. 4 (settings). `run` writes results incrementally and
-resumes an interrupted run in the same --output folder; `report` builds the tables and plots from run folders.
+Mirrors the official `vita run` / `vita view` CLI and its defaults (meituan-longcat/VitaBench-2.0 @ f60169e89f30499cb7883f3dad76bd03facc908d, `src/vita/cli.py`,
+`src/vita/config.py`). `run` writes results as they
+come into the folder given by --output and resumes there; `reproduce` runs the offline sample plan into an output
+folder; `report` copies run folders into a results folder and regenerates its tables, plots and README section;
+`view` prints transcripts; `rag-cache` writes the embeddings `--memory-type rag_cache` reads. Configuration and data
+errors print one line and exit with status 2; Ctrl-C stops a run cleanly (status 130) and the same command resumes.
 """
 
 import argparse
 import json
-import subprocess
+import logging
+import os
+import shutil
+import signal
 import sys
+import time
 from pathlib import Path
+
+
+logger = logging.getLogger("vitabench2")
+# The offline sample plan of `reproduce` (CPU scale): SmolLM2-135M in process as agent, user and judge.
+SAMPLE_MEMORIES = ("full_context", "rag")
+SAMPLE_ARGS = [
+    "--agent", "transformers:smollm2-135m", "--trials", "1", "--max-steps", "8", "--max-new-tokens", "32",
+    "--max-input-tokens", "1024", "--concurrency", "2",
+]  # fmt: skip
+SECRET_FLAGS = ("--api-key", "--agent-api-key", "--user-api-key", "--judge-api-key")
+RUN_FILES = ("config.json", "results.jsonl", "summary.json", "run_info.json")
 
 
 def _csv(text: str | None) -> list[str] | None:
     return [x.strip() for x in text.split(",") if x.strip()] if text else None
 
 
-def _commit() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=Path(__file__).parent,
+def redact(argv: list[str]) -> list[str]:
+    """The command line with API keys replaced by `***` (it is written to run_info.json)."""
+    out, hide = [], False
+    for arg in argv:
+        flag = arg.split("=", 1)[0]
+        if hide:
+            out.append("***")
+        elif flag in SECRET_FLAGS and "=" in arg:
+            out.append(f"{flag}=***")
+        else:
+            out.append(arg)
+        hide = arg in SECRET_FLAGS
+    return out
+
+
+def add_run_arguments(run: argparse.ArgumentParser) -> None:
+    g = run.add_argument_group("back ends (agent, user simulator, judge)")
+    g.add_argument(
+        "--agent", default="transformers:smollm2-135m", help="transformers:PATH_OR_NAME or openai:MODEL@URL"
+    )
+    g.add_argument("--user", default=None, help="user simulator back end (default: same as --agent)")
+    g.add_argument("--judge", default=None, help="judge back end (default: same as --agent)")
+    g.add_argument("--api-key", default=None, help="bearer token for every openai back end (default: $OPENAI_API_KEY)")
+    for role in ("agent", "user", "judge"):
+        g.add_argument(
+            f"--{role}-api-key", default=None, help=f"bearer token for the {role} only (overrides --api-key)"
         )
-        return out.stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+    g.add_argument("--max-tokens", type=int, default=4096, help="completion cap of openai back ends (default 4096)")
+    g.add_argument("--temperature", type=float, default=0.0, help="all roles (official models.yaml: 0.0)")
+    g.add_argument("--seed", type=int, default=300, help="sent to back ends that accept one (official default 300)")
+    g.add_argument(
+        "--thinking",
+        choices=["on", "off"],
+        default=None,
+        help="send chat_template_kwargs.enable_thinking to openai back ends (vLLM, Qwen3-style); default: not sent",
+    )
+    g.add_argument(
+        "--context-length",
+        type=int,
+        default=None,
+        help="agent context window in tokens; caps the Full Context budget (default: asked from a vLLM endpoint)",
+    )
+    g.add_argument("--timeout", type=float, default=600.0, help="seconds per request to openai back ends")
+    g.add_argument("--max-new-tokens", type=int, default=256, help="completion cap of transformers back ends")
+    g.add_argument(
+        "--max-input-tokens", type=int, default=4096, help="prompt cap of transformers back ends (left-truncated)"
+    )
+    g.add_argument("--offline", action="store_true", help="no network for model or data hubs (set for transformers)")
+    m = run.add_argument_group("memory")
+    group = m.add_mutually_exclusive_group()
+    group.add_argument(
+        "--memory-type",
+        default=None,
+        help="null | groundtruth | full_context | rewrite | rag | rag_cache (default null)",
+    )
+    group.add_argument("--memory-class", default=None, help="dotted path of a BaseMemory subclass")
+    m.add_argument("--rag-cache-dir", default=None, help="embeddings written by `vitabench2 rag-cache` (rag_cache)")
+    t = run.add_argument_group("tasks")
+    t.add_argument(
+        "--tasks",
+        default=None,
+        help="tasks JSON file or folder (official layout); default: packaged sample; 'hf:2.0' / 'hf:1.0:DOMAIN' download",
+    )
+    t.add_argument("--language", default="english", choices=["english", "chinese"])
+    t.add_argument("--trials", type=int, default=1, help="independent runs of every user (leaderboard: 4)")
+    t.add_argument("--users", default=None, help="comma-separated user ids")
+    t.add_argument("--subtasks", default=None, help="comma-separated subtask ids")
+    t.add_argument("--num-users", type=int, default=None)
+    o = run.add_argument_group("orchestration and judging")
+    o.add_argument("--max-steps", type=int, default=300, help="user, agent and tool-result steps (official 300)")
+    o.add_argument(
+        "--max-errors",
+        type=int,
+        default=None,
+        help="end a subtask after N failed tool calls (default: never, as the official orchestrator)",
+    )
+    o.add_argument("--concurrency", type=int, default=4, help="(user, trial) sequences in parallel; per-back-end cap")
+    o.add_argument("--evaluation-type", default="trajectory", choices=["trajectory", "trajectory_full_traj_rubric"])
+    o.add_argument("--outcome-reward", action="store_true", help="also judge the last write action (min with traj)")
+    o.add_argument("--judge-retries", type=int, default=3, help="malformed judge replies before a recorded failure")
+    o.add_argument("--retry-failed", action="store_true", help="on resume, rerun subtasks whose back end failed")
+    run.add_argument("--output", required=True, help="run folder; rerun with the same folder to resume")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vitabench2", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="evaluate an agent over users' subtask sequences")
-    run.add_argument(
-        "--agent", default="transformers:smollm2-135m", help="transformers:PATH_OR_NAME or openai:MODEL@BASE_URL"
-    )
-    run.add_argument("--user", default=None, help="user simulator back end (default: same as --agent)")
-    run.add_argument("--judge", default=None, help="judge back end (default: same as --agent)")
-    run.add_argument("--api-key", default=None, help="bearer token for openai back ends")
-    group = run.add_mutually_exclusive_group()
-    group.add_argument(
-        "--memory-type", default=None, help="null | groundtruth | full_context | rewrite | rag (default null)"
-    )
-    group.add_argument("--memory-class", default=None, help="dotted path of a BaseMemory subclass")
-    run.add_argument(
-        "--tasks",
-        default=None,
-        help="tasks JSON file or folder (official layout); default: packaged sample; 'hf:2.0' downloads",
-    )
-    run.add_argument("--language", default="english", choices=["english", "chinese"])
-    run.add_argument("--trials", type=int, default=1)
-    run.add_argument("--users", default=None, help="comma-separated user ids")
-    run.add_argument("--subtasks", default=None, help="comma-separated subtask ids")
-    run.add_argument("--num-users", type=int, default=None)
-    run.add_argument("--max-steps", type=int, default=50)
-    run.add_argument("--max-errors", type=int, default=10)
-    run.add_argument(
-        "--concurrency", type=int, default=4, help="(user, trial) sequences in parallel; also the per-back-end cap"
-    )
-    run.add_argument("--outcome-reward", action="store_true")
-    run.add_argument("--max-new-tokens", type=int, default=256, help="completion cap of transformers back ends")
-    run.add_argument(
-        "--max-input-tokens", type=int, default=4096, help="prompt cap of transformers back ends (left-truncated)"
-    )
-    run.add_argument("--output", required=True, help="run folder; rerun with the same folder to resume")
+    run = sub.add_parser("run", help="evaluate an agent over users' subtask sequences (resumable)")
+    add_run_arguments(run)
+    rep = sub.add_parser("reproduce", help="the offline CPU sample: SmolLM2-135M, Full Context and RAG memory")
+    rep.add_argument("--output", default="runs/vitabench2", help="parent folder of the run folders")
+    report = sub.add_parser("report", help="copy run folders into a results folder; tables, plots, README section")
+    report.add_argument("run_dirs", nargs="*", help="run folders (default: the run folders already in --results)")
+    report.add_argument("--results", required=True, help="results folder (run copies, PNGs, report.md)")
+    report.add_argument("--readme", default=None, help="README to update between the report markers")
     view = sub.add_parser("view", help="print a run's transcripts")
     view.add_argument("run_dir")
     view.add_argument("--user", default=None)
     view.add_argument("--subtask", default=None)
     view.add_argument("--trial", type=int, default=None)
-    report = sub.add_parser("report", help="tables and plots from run folders")
-    report.add_argument("run_dirs", nargs="+")
-    report.add_argument("--out", default=None, help="folder for PNGs and report.md (default: first run's parent)")
-    report.add_argument("--readme", default=None, help="README to update between the report markers")
+    cache = sub.add_parser("rag-cache", help="embed every subtask's interactions and instruction for rag_cache")
+    cache.add_argument("--tasks", default=None, help="as for run (default: packaged sample)")
+    cache.add_argument("--language", default="english", choices=["english", "chinese"])
+    cache.add_argument("--output", required=True, help="cache folder ({user_id}__{subtask_id}.npz files)")
     return parser
+
+
+def load_task_list(spec: str | None, language: str):
+    from .tasks import load_public, load_tasks, sample_tasks_path
+
+    if spec and spec.startswith("hf:"):
+        version, _, domain = spec[3:].partition(":")
+        return load_public(version, language, domain or "personalization")
+    return load_tasks(spec or sample_tasks_path(), language)
 
 
 def cmd_run(args, argv: list[str]) -> None:
     from agentrl_shared.offline import set_offline_env
+    from agentrl_shared.provenance import git_commit
 
-    set_offline_env()
-    from .backends import build_backend
-    from .runner import RunConfig, Runner
-    from .tasks import load_public
+    from .backends import OpenAIBackend, build_backend
+    from .runner import RunConfig, Runner, append_run_info
 
-    memory_type = args.memory_type if (args.memory_type or args.memory_class) else "null"
+    tasks = load_task_list(args.tasks, args.language)  # before any offline switch: hf: downloads need the network
+    specs = {"agent": args.agent, "user": args.user or args.agent, "judge": args.judge or args.agent}
+    if args.offline or any(s.startswith("transformers:") for s in specs.values()):
+        set_offline_env()  # in-process models load from local files only
+    backends: dict = {}  # one instance per distinct (spec, key): a single in-process model serves all roles
+    for role, spec in specs.items():
+        key = getattr(args, f"{role}_api_key") or args.api_key or os.environ.get("OPENAI_API_KEY")
+        if (spec, key) not in backends:
+            backends[(spec, key)] = build_backend(
+                spec,
+                max_concurrency=args.concurrency,
+                max_new_tokens=args.max_new_tokens,
+                max_input_tokens=args.max_input_tokens,
+                api_key=key,
+                temperature=args.temperature,
+                max_tokens=args.max_tokens,
+                seed=args.seed,
+                enable_thinking=None if args.thinking is None else args.thinking == "on",
+                timeout_s=args.timeout,
+            )
+        specs[role] = backends[(spec, key)]
+    context_length = args.context_length
+    if context_length is None and isinstance(specs["agent"], OpenAIBackend):
+        context_length = specs["agent"].context_length()
+    memory_kwargs = {"cache_dir": args.rag_cache_dir} if args.rag_cache_dir else {}
     config = RunConfig(
         output=args.output,
         agent=args.agent,
@@ -93,8 +190,9 @@ def cmd_run(args, argv: list[str]) -> None:
         judge=args.judge or args.agent,
         tasks=args.tasks,
         language=args.language,
-        memory_type=memory_type,
+        memory_type=args.memory_type if (args.memory_type or args.memory_class) else "null",
         memory_class=args.memory_class,
+        memory_kwargs=memory_kwargs,
         num_trials=args.trials,
         users=_csv(args.users),
         subtasks=_csv(args.subtasks),
@@ -103,38 +201,53 @@ def cmd_run(args, argv: list[str]) -> None:
         max_errors=args.max_errors,
         max_concurrency=args.concurrency,
         outcome_reward=args.outcome_reward,
+        evaluation_type=args.evaluation_type,
+        judge_retries=args.judge_retries,
+        temperature=args.temperature,
+        max_tokens=args.max_tokens,
         max_new_tokens=args.max_new_tokens,
+        max_input_tokens=args.max_input_tokens,
+        enable_thinking=None if args.thinking is None else args.thinking == "on",
+        context_length=context_length,
+        seed=args.seed,
     )
-    backends: dict = {}  # one instance per distinct spec (a single in-process model serves all roles)
-    for spec in (config.agent, config.user, config.judge):
-        if spec not in backends:
-            backends[spec] = build_backend(
-                spec,
-                max_concurrency=args.concurrency,
-                max_new_tokens=args.max_new_tokens,
-                max_input_tokens=args.max_input_tokens,
-                api_key=args.api_key,
-            )
-    tasks = None
-    if args.tasks and args.tasks.startswith("hf:"):
-        tasks = load_public(args.tasks[3:], args.language)
-    runner = Runner(config, backends[config.agent], backends[config.user], backends[config.judge], tasks=tasks)
-    extra = {"command": "vitabench2 " + " ".join(argv), "commit": _commit()}
-    Path(config.output).mkdir(parents=True, exist_ok=True)
-    (Path(config.output) / "run_info.json").write_text(json.dumps(extra, indent=1))
-    summary = runner.run()
+    runner = Runner(config, specs["agent"], specs["user"], specs["judge"], tasks=tasks, retry_failed=args.retry_failed)
+    out = Path(config.output)
+    out.mkdir(parents=True, exist_ok=True)
+    entry = {
+        "command": "vitabench2 " + " ".join(redact(argv)),
+        "commit": git_commit(),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    try:
+        summary = runner.run()
+    except KeyboardInterrupt:
+        append_run_info(out, {**entry, "outcome": "interrupted"})
+        raise
+    append_run_info(out, {**entry, "outcome": "finished", "num_records": summary["num_records"]})
     m = summary["metrics"]
     k = m.get("k")
-    print(
-        json.dumps(
-            {
-                key: m.get(key)
-                for key in (f"avg@{k}", f"pass@{k}", f"pass^{k}", "avg_proactive", "avg_personalization", "num_units")
-            }
-            | {"judge_failures": summary["judge_failures"], "terminations": summary["terminations"]},
-            indent=1,
-        )
-    )
+    keys = (f"avg@{k}", f"pass@{k}", f"pass^{k}", "avg_proactive", "avg_personalization", "num_units")
+    report = {key: m.get(key) for key in keys} | {
+        "judge_failures": summary["judge_failures"],
+        "terminations": summary["terminations"],
+    }
+    sys.stdout.write(json.dumps(report, indent=1) + "\n")
+
+
+def cmd_reproduce(args) -> None:
+    """The offline sample plan: one run folder per memory under --output (commands recorded in each run_info)."""
+    for memory in SAMPLE_MEMORIES:
+        argv = [
+            "run",
+            *SAMPLE_ARGS,
+            "--memory-type",
+            memory,
+            "--output",
+            str(Path(args.output) / f"sample_smollm2_{memory}"),
+        ]
+        logger.info("vitabench2 %s", " ".join(argv))
+        main(argv)
 
 
 def cmd_view(args) -> None:
@@ -150,10 +263,10 @@ def cmd_view(args) -> None:
         ):
             continue
         shown += 1
-        print(
+        lines = [
             f"=== user {r['user_id']} | subtask {r['subtask_id']} (index {r['task_index']}, {r['domain']}, "
             f"skills {r['skill_tested']}) | trial {r['trial']} | reward {r['reward']} | {r['termination']}"
-        )
+        ]
         for m in r["messages"]:
             text = (m.get("content") or "").strip()
             if m["role"] == "system":
@@ -162,50 +275,92 @@ def cmd_view(args) -> None:
                 f"<call {c['name']} {json.dumps(c['arguments'], ensure_ascii=False)}>"
                 for c in m.get("tool_calls") or []
             )
-            print(f"[{m['role']}] {text} {calls}".rstrip())
-        print(
+            lines.append(f"[{m['role']}] {text} {calls}".rstrip())
+        lines.append(
             f"rubrics: {r.get('rubric_states')} judge_failed={r.get('judge_failed')} {r.get('failure_reason', '')}\n"
         )
+        sys.stdout.write("\n".join(lines) + "\n")
     if not shown:
-        print(f"No records match in {args.run_dir}")
+        sys.stdout.write(f"No records match in {args.run_dir}\n")
 
 
 def cmd_report(args) -> None:
     from .report import load_run, plot, render, update_readme
 
+    results = Path(args.results)
+    results.mkdir(parents=True, exist_ok=True)
+    run_dirs = [Path(d) for d in args.run_dirs]
+    for d in run_dirs:  # committed results change only here: copy the run's files into the results folder
+        load_run(d)  # a clear error if it is not a run folder
+        target = results / d.name
+        if target.resolve() != d.resolve():
+            target.mkdir(exist_ok=True)
+            for name in RUN_FILES:
+                if (d / name).exists():
+                    shutil.copy2(d / name, target / name)
+    if not run_dirs:
+        run_dirs = sorted(p.parent for p in results.glob("*/config.json"))
+        if not run_dirs:
+            raise FileNotFoundError(f"No run folders in {results}; pass run folders written by `vitabench2 run`")
     runs = []
-    for d in args.run_dirs:
-        run = load_run(d)
-        info = Path(d) / "run_info.json"
+    for d in run_dirs:
+        run = load_run(results / d.name)
+        info = results / d.name / "run_info.json"
         if info.exists():
-            run["config"].update(json.loads(info.read_text()))
+            run["config"].update({k: v for k, v in json.loads(info.read_text()).items() if k != "history"})
         runs.append(run)
-    out = Path(args.out) if args.out else Path(args.run_dirs[0]).parent
-    figures = plot(runs, out)
-    base = Path(args.readme).parent if args.readme else out
+    figures = plot(runs, results)
+    base = Path(args.readme).parent if args.readme else results
     rel = [
         str(p.resolve().relative_to(base.resolve())) if p.resolve().is_relative_to(base.resolve()) else str(p)
         for p in figures
     ]
     section = render(runs, rel)
-    (out / "report.md").write_text(section + "\n")
-    print(section)
+    (results / "report.md").write_text(section + "\n")
+    sys.stdout.write(section + "\n")
     if args.readme:
         update_readme(Path(args.readme), section)
+
+
+def cmd_rag_cache(args) -> None:
+    from .memory import write_rag_cache
+
+    n = write_rag_cache(load_task_list(args.tasks, args.language), args.output)
+    logger.info("wrote %d cache files to %s", n, args.output)
 
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
-    if args.command == "run":
-        cmd_run(args, argv)
-    elif args.command == "view":
-        cmd_view(args)
-    elif args.command == "report":
-        cmd_report(args)
-    else:
-        raise ValueError(f"Unknown command {args.command!r}; valid: run, view, report")
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(message)s")
+    commands = {
+        "run": lambda: cmd_run(args, argv),
+        "reproduce": lambda: cmd_reproduce(args),
+        "report": lambda: cmd_report(args),
+        "view": lambda: cmd_view(args),
+        "rag-cache": lambda: cmd_rag_cache(args),
+    }
+    commands[args.command]()
+
+
+def exit_interrupted() -> None:
+    """After a clean stop: ignore further Ctrl-C while exiting with status 130."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.stderr.write("vitabench2: interrupted; finished subtasks are saved, rerun the same command to resume\n")
+    sys.exit(130)
+
+
+def entry_point() -> None:
+    """Console script: configuration and data errors as one line (exit 2), Ctrl-C as a clean stop (exit 130)."""
+    try:
+        main()
+    except KeyboardInterrupt:
+        exit_interrupted()
+    except (ValueError, FileNotFoundError, ImportError) as err:
+        sys.stderr.write(f"vitabench2: error: {err}\n")
+        sys.exit(2)
 
 
 if __name__ == "__main__":
-    main()
+    entry_point()

@@ -1,8 +1,12 @@
 """Rubric-based sliding-window LLM judge and the optional outcome check on write actions.
 
-Paper spec sec. 2.5 (`evaluator_traj.py`, `sliding_window_eval_template.yaml`, `outcome_evaluator.py`): windows of
-10 messages overlapping by 2, rubric states start false and are carried across windows, reward 1 only if every rubric
-is met. Malformed judge output is retried; after `max_retries` the subtask gets reward 0 and the reason is recorded.
+VitaBench 2.0 (arXiv 2605.27141), rubric-based evaluation. Official code: meituan-longcat/VitaBench-2.0 @ f60169e89f30499cb7883f3dad76bd03facc908d,
+`src/vita/evaluator/evaluator_traj.py` (windows of 10 messages overlapping by 2 over the whole trajectory, numbered
+from 1; rubric states start false and are carried across windows; the judge sees the system time and the subtask
+instruction only), `src/vita/prompts/sliding_window_eval_template.yaml` (the rules, paraphrased below) and
+`src/vita/evaluator/outcome_evaluator.py` (outcome check). Reward 1 only if every rubric is met. Malformed judge
+output is retried; after `max_retries` the subtask gets reward 0 and the reason is recorded (the official judge
+keeps the previous states instead; README "Deviations").
 """
 
 import json
@@ -10,8 +14,12 @@ import re
 from dataclasses import dataclass, field
 
 from .backends import ChatBackend
-from .tasks import SubTask
-from .tools import OUTCOME_WRITE_TOOLS, Environment, sanitize
+from .tasks import SubTask, agent_clock
+from .tools import OUTCOME_WRITE_TOOLS, sanitize
+
+
+# Official evaluation types (`--evaluation-type`); the two without rubrics are not implemented (README).
+EVALUATION_TYPES = ("trajectory", "trajectory_full_traj_rubric")
 
 
 JUDGE_PROMPT = """# System information
@@ -23,18 +31,31 @@ JUDGE_PROMPT = """# System information
 # Background
 - A user talks with an assistant that can call tools; tool results start with "tool".
 - The user's instruction is split into rubrics; judge whether each rubric is satisfied.
-- Sliding-window evaluation: each window shows {window} messages, consecutive windows overlap by {overlap} messages,
-  and rubric states are carried across windows. You are evaluating window {window_idx} of {total_windows}.
+- Sliding-window evaluation: each window shows up to {window} messages, consecutive windows overlap by {overlap}
+  messages, and rubric states are carried across windows. You are evaluating window {window_idx} of {total_windows}.
 - <current_rubrics> holds the current states (all start false).
 
 # Task
 - Set a rubric from false to true only if the assistant achieved it in this window.
-- Set it from true back to false only if the assistant overturned an earlier correct conclusion in this window (not
-  when the user changed their own request).
-- Rubrics about orders need an actual successful order tool call. Quantities and times are strict; addresses and notes
-  are judged by functional equivalence. Tool results are visible only to the assistant; judge the assistant's replies
-  and tool calls, and note that the assistant must not fabricate tool results.
-- Keep the state of rubrics not touched by this window.
+- Set it from true back to false only if the assistant overturned an earlier correct conclusion in this window. If
+  the user's own needs changed (for example the user cancels after ordering), do not overturn the earlier verdict.
+- Use the user's complete instruction to follow where the conversation stands and avoid needless changes.
+
+# Rules
+- Judge only what the assistant says and the tool calls it makes, against the rubric text. What the user says only
+  guides the assistant; it does not change the standard.
+- Tool results are seen by the assistant alone; they are not recommendations to the user. The assistant must not
+  invent tool results.
+- A rubric about an order is met only if the assistant really placed the order with a tool call that succeeded. If
+  the call failed, or the assistant wrongly believes it ordered, or the user says they will order it themselves,
+  the rubric is not met.
+- Quantities and delivery times are strict: no fewer or more items, no later delivery. A user who compromises
+  ("fewer is fine", "later is okay", "no objection to the order") does not make the rubric met.
+- Addresses and order notes are judged by function: close enough to find the place or carry the main request counts.
+- If this window does not touch a rubric, keep its state. If it touches a rubric but cannot settle it, note the key
+  facts in the justification for later windows.
+- Justifications accumulate: append the key facts with their message numbers [x]; when you change a state, say why
+  in a few words; when you keep it, repeat the earlier reason.
 
 <window_content>
 {window_content}
@@ -49,18 +70,26 @@ Reply with a JSON list, one object per rubric:
 [{{"rubric_idx": "rubric_0", "rubric": "<rubric text>", "justification": "<short reason>", "meetExpectation": true}}]
 ```"""
 
-OUTCOME_PROMPT = """# Rubrics of the user's request
+OUTCOME_PROMPT = """You check whether an assistant's actual action satisfies the user's requirements.
+
+# Requirements (rubrics)
 {rubrics}
 
-# The assistant's write action
-Tool: {tool}
-Arguments: {arguments}
+# The correct target entity in the environment
+{target}
 
-# The chosen entity (as in the environment)
+# The entity the assistant actually acted on
+Action: {tool}
 {entity}
 
-Does the chosen entity and order satisfy every rubric that concerns it (item attributes, price, time, context)?
-Reply with a JSON object: {{"justification": "<short reason>", "meetExpectation": true or false}}"""
+Check every requirement against the entity the assistant acted on (for reservations and bookings: whether the shop
+offers what the requirements ask, judged from its products; for orders: whether the ordered products satisfy them).
+Judge only the action, not what was said in the conversation, and apply the requirements literally.
+Reply with a JSON object:
+{{"rubric_results": [{{"rubric": "<requirement>", "met": true, "justification": "<short reason>"}}],
+ "all_met": true or false, "action_reward": 1.0 or 0.0}}"""
+# Fields removed from the entities shown to the outcome judge (official `FIELDS_TO_STRIP`): the labels and stock.
+OUTCOME_STRIP = ("shop_type", "store_type", "product_type", "distraction_reason", "quantity")
 
 
 class MalformedJudgeOutput(ValueError):
@@ -85,8 +114,9 @@ class JudgeResult:
 
 def _extract_json(text: str):
     fenced = re.search(r"```(?:json)?\s*(.*?)```", text, re.DOTALL)
-    candidates = [fenced.group(1)] if fenced else []
-    for open_c, close_c in (("[", "]"), ("{", "}")):
+    candidates = ([fenced.group(1)] if fenced else []) + [text.strip()]
+    pairs = sorted((("[", "]"), ("{", "}")), key=lambda p: text.find(p[0]) if p[0] in text else len(text))
+    for open_c, close_c in pairs:  # the outermost bracket first
         start, end = text.find(open_c), text.rfind(close_c)
         if start != -1 and end > start:
             candidates.append(text[start : end + 1])
@@ -121,24 +151,27 @@ def parse_window_output(text: str, num_rubrics: int) -> dict[int, tuple[bool, st
     return out
 
 
-def parse_outcome_output(text: str) -> tuple[bool, str]:
-    """Parse the outcome check reply `{"justification", "meetExpectation"}`; raises on malformed output."""
+def parse_outcome_output(text: str) -> float:
+    """Parse the outcome reply into its action reward (1.0 or 0.0); raises on malformed output."""
     data = _extract_json(text)
     if isinstance(data, list) and len(data) == 1:
         data = data[0]
-    if not isinstance(data, dict) or not isinstance(data.get("meetExpectation"), bool):
-        raise MalformedJudgeOutput(f"outcome reply needs a boolean meetExpectation: {text[:160]!r}")
-    return data["meetExpectation"], str(data.get("justification", ""))
+    if isinstance(data, dict) and isinstance(data.get("action_reward"), (int, float)):
+        return 1.0 if float(data["action_reward"]) == 1.0 else 0.0
+    if isinstance(data, dict) and isinstance(data.get("all_met"), bool):
+        return 1.0 if data["all_met"] else 0.0
+    raise MalformedJudgeOutput(f"outcome reply needs action_reward or all_met: {text[:160]!r}")
 
 
-def format_message(i: int, m: dict) -> str:
+def format_message(index: int, m: dict) -> str:
+    """One message as the official judge shows it: `[index] role: content` with tool calls as `name(k='v')`."""
     role, content = m["role"], (m.get("content") or "").strip()
     if role == "assistant" and m.get("tool_calls"):
-        calls = "; ".join(f"{c['name']}({json.dumps(c['arguments'], ensure_ascii=False)})" for c in m["tool_calls"])
-        return f"[{i}] assistant: {content} [tool calls: {calls}]".replace(":  [", ": [")
-    if role == "tool":
-        return f"[{i}] tool ({m.get('name', '')}): {content}"
-    return f"[{i}] {role}: {content}"
+        calls = ".".join(
+            c["name"] + "(" + ", ".join(f"{k}={v!r}" for k, v in c["arguments"].items()) + ")" for c in m["tool_calls"]
+        )
+        content = f"{content} {calls}" if content else calls
+    return f"[{index}] {role}: {content}" if content else ""
 
 
 def sliding_windows(n: int, window: int = 10, overlap: int = 2) -> list[tuple[int, int]]:
@@ -155,13 +188,15 @@ def sliding_windows(n: int, window: int = 10, overlap: int = 2) -> list[tuple[in
 
 
 class SlidingWindowJudge:
-    """The trajectory judge (`evaluation_type="trajectory"`), with the optional outcome check.
+    """The trajectory judge, with the optional outcome check.
 
     Args:
         backend ([`ChatBackend`]): the judge model.
         window (`int`, *optional*, defaults to `10`) / overlap (`int`, *optional*, defaults to `2`): messages.
         max_retries (`int`, *optional*, defaults to `3`): attempts per judge call before recording a failure.
-        outcome_reward (`bool`, *optional*, defaults to `False`): also check each successful write action.
+        outcome_reward (`bool`, *optional*, defaults to `False`): also judge the last resolved write action.
+        evaluation_type (`str`, *optional*, defaults to `"trajectory"`): `trajectory` (sliding windows) or
+            `trajectory_full_traj_rubric` (the whole trajectory in one judge call).
     """
 
     def __init__(
@@ -171,9 +206,15 @@ class SlidingWindowJudge:
         overlap: int = 2,
         max_retries: int = 3,
         outcome_reward: bool = False,
+        evaluation_type: str = "trajectory",
     ):
+        if evaluation_type not in EVALUATION_TYPES:
+            raise ValueError(
+                f"Unknown evaluation type {evaluation_type!r}; implemented: {list(EVALUATION_TYPES)} (the official "
+                "trajectory_sliding_wo_rubric / trajectory_full_traj_wo_rubric are not implemented)"
+            )
         self.backend, self.window, self.overlap = backend, window, overlap
-        self.max_retries, self.outcome_reward = max_retries, outcome_reward
+        self.max_retries, self.outcome_reward, self.evaluation_type = max_retries, outcome_reward, evaluation_type
 
     def _ask(self, prompt: str, parse, result: JudgeResult):
         errors = []
@@ -182,40 +223,43 @@ class SlidingWindowJudge:
             chat = self.backend.chat([{"role": "user", "content": prompt}], role="judge")
             result.prompt_tokens += chat.prompt_tokens
             result.completion_tokens += chat.completion_tokens
-            reply = chat.content
             try:
-                return parse(reply)
+                return parse(chat.content)
             except MalformedJudgeOutput as err:
                 errors.append(str(err))
         raise MalformedJudgeOutput(f"{self.max_retries} malformed judge replies; last: {errors[-1]}")
 
-    def evaluate(self, subtask: SubTask, messages: list[dict], env: Environment | None = None) -> JudgeResult:
+    def evaluate(self, subtask: SubTask, messages: list[dict]) -> JudgeResult:
+        """Judge a finished conversation (`messages` as the runner records them; system messages are skipped)."""
         rubrics = subtask.evaluation_criteria.rubrics()
         states, notes = [False] * len(rubrics), [""] * len(rubrics)
         result = JudgeResult(reward=0.0, rubric_states=states, justifications=notes)
-        if not rubrics:
-            result.failed, result.failure_reason = True, "subtask has no rubrics"
+        if not rubrics:  # official: no rubric to evaluate -> reward 1
+            result.reward = result.reward_breakdown = 1.0
             return result
         convo = [m for m in messages if m["role"] != "system"]
-        spans = sliding_windows(len(convo), self.window, self.overlap)
-        env_info = json.dumps(
-            sanitize({k: subtask.environment.get(k) for k in ("time", "user_id", "location", "weather")}),
-            ensure_ascii=False,
-        )
-        instruction = "\n".join(x for x in (subtask.instruction, subtask.user_intention) if x)
+        if self.evaluation_type == "trajectory":
+            spans = sliding_windows(len(convo), self.window, self.overlap)
+        else:
+            spans = [(0, len(convo))]
+        # Official env_info: the system time with its weekday and an empty database list.
+        env_info = json.dumps({"system_time": agent_clock(subtask.environment), "database": []}, ensure_ascii=False)
+        # Official: the judge gets the subtask instruction only (1.0 tasks: their `instructions`).
+        instruction = subtask.instruction or subtask.user_intention
         for w, (start, end) in enumerate(spans, start=1):
             current = [
                 {"rubric_idx": f"rubric_{i}", "rubric": r, "justification": notes[i], "meetExpectation": states[i]}
                 for i, r in enumerate(rubrics)
             ]
+            lines = [format_message(start + i + 1, m) for i, m in enumerate(convo[start:end])]
             prompt = JUDGE_PROMPT.format(
                 env_info=env_info,
                 user_instruction=instruction,
-                window=self.window,
+                window=self.window if self.evaluation_type == "trajectory" else len(convo),
                 overlap=self.overlap,
                 window_idx=w,
                 total_windows=len(spans),
-                window_content="\n".join(format_message(start + i, m) for i, m in enumerate(convo[start:end])),
+                window_content="\n".join(line for line in lines if line),
                 current_rubrics=json.dumps(current, ensure_ascii=False, indent=1),
             )
             try:
@@ -226,10 +270,10 @@ class SlidingWindowJudge:
             for i, (meet, why) in update.items():
                 states[i], notes[i] = meet, why
         result.reward_breakdown = sum(states) / len(states)
-        result.reward = 1.0 if all(states) else 0.0  # all-or-nothing (sec. 2.5)
-        if self.outcome_reward and env is not None:
+        result.reward = 1.0 if all(states) else 0.0  # all-or-nothing (official evaluator_traj.py)
+        if self.outcome_reward:
             try:
-                result.outcome_reward = self.outcome_check(rubrics, messages, env, result)
+                result.outcome_reward = self.outcome_check(subtask, messages, result)
             except MalformedJudgeOutput as err:
                 result.failed, result.failure_reason = True, f"outcome check: {err}"
                 result.reward = 0.0
@@ -238,37 +282,99 @@ class SlidingWindowJudge:
                 result.reward = min(result.reward, result.outcome_reward)
         return result
 
-    def outcome_check(
-        self, rubrics: list[str], messages: list[dict], env: Environment, result: JudgeResult
-    ) -> float | None:
-        """1.0 if every successful write call's chosen entity satisfies the rubrics; None when there was no write."""
-        ok_ids = {m.get("tool_call_id") for m in messages if m["role"] == "tool" and not m.get("error")}
+    def outcome_check(self, subtask: SubTask, messages: list[dict], result: JudgeResult) -> float | None:
+        """Official `evaluate_outcome_for_subtask`: the last WRITE call whose entity resolves in the subtask's
+        environment is judged against the overall rubrics, next to the target entity; 0.0 when WRITE calls exist but
+        none resolves; None (no outcome) without WRITE calls."""
         writes = [
             c
             for m in messages
             if m["role"] == "assistant"
             for c in m.get("tool_calls") or []
-            if c["name"] in OUTCOME_WRITE_TOOLS and c["id"] in ok_ids
+            if c["name"] in OUTCOME_WRITE_TOOLS
         ]
         if not writes:
             return None
-        for call in writes:
-            entity_id = next(
-                (
-                    str(call["arguments"][k])
-                    for k in ("store_id", "shop_id", "hotel_id", "flight_id", "train_id", "attraction_id")
-                    if k in call["arguments"]
-                ),
-                "",
-            )
-            entity = env.find_entity(entity_id)
-            prompt = OUTCOME_PROMPT.format(
-                rubrics="\n".join(f"- {r}" for r in rubrics),
-                tool=call["name"],
-                arguments=json.dumps(call["arguments"], ensure_ascii=False),
-                entity=json.dumps(sanitize(entity), ensure_ascii=False) if entity else "(not found)",
-            )
-            meet, _ = self._ask(prompt, parse_outcome_output, result)
-            if not meet:
-                return 0.0
-        return 1.0
+        resolved = [r for r in (resolve_action(c["name"], c["arguments"], subtask.environment) for c in writes) if r]
+        if not resolved:
+            return 0.0
+        last = resolved[-1]
+        target = find_target(subtask.environment)
+        prompt = OUTCOME_PROMPT.format(
+            rubrics=json.dumps(subtask.evaluation_criteria.overall_rubrics, ensure_ascii=False, indent=1),
+            target=json.dumps(target, ensure_ascii=False, indent=1) if target else "(no target entity found)",
+            tool=last["action"],
+            entity="\n".join(f"{k}: {json.dumps(v, ensure_ascii=False)}" for k, v in last.items() if k != "action"),
+        )
+        return self._ask(prompt, parse_outcome_output, result)
+
+
+def _strip(entity: dict, drop: tuple = ()) -> dict:
+    return sanitize({k: v for k, v in entity.items() if k not in OUTCOME_STRIP and k not in drop})
+
+
+def _container(environment: dict, key: str) -> dict:
+    value = environment.get(key) or {}
+    return value if isinstance(value, dict) else {str(i): v for i, v in enumerate(value)}
+
+
+def _find(environment: dict, keys: tuple, entity_id: str) -> dict | None:
+    wanted = str(entity_id).strip()
+    for key in keys:
+        for eid, e in _container(environment, key).items():
+            ids = {eid.strip(), *(str(e.get(f, "")).strip() for f in ("store_id", "shop_id", f"{key[:-1]}_id"))}
+            if wanted and wanted in ids:
+                return e
+    return None
+
+
+def resolve_action(tool: str, args: dict, environment: dict) -> dict | None:
+    """The entity (and products) a WRITE call acted on, without hidden labels; None if it is not in the environment
+    (official `resolve_action`)."""
+    out: dict = {"action": tool}
+    if tool in ("create_delivery_order", "create_instore_product_order", "instore_reservation", "instore_book"):
+        store = _find(environment, ("stores", "shops"), args.get("store_id", args.get("shop_id", "")))
+        if store is None:
+            return None
+        out["entity"] = _strip(store, ("products",))
+        products = store.get("products", [])
+        if tool == "create_delivery_order":
+            wanted = [str(p).strip() for p in args.get("product_ids", [])]
+            out["products"] = [_strip(p) for p in products if str(p.get("product_id", "")).strip() in wanted]
+            out["extra"] = {k: args.get(k, "") for k in ("address", "dispatch_time", "attributes", "note")}
+        elif tool == "create_instore_product_order":
+            pid = str(args.get("product_id", "")).strip()
+            out["products"] = [_strip(p) for p in products if str(p.get("product_id", "")).strip() == pid]
+            out["extra"] = {"order_quantity": args.get("quantity", 1)}
+        else:
+            out["products"] = [_strip(p) for p in products]
+            out["extra"] = {k: args.get(k, "") for k in ("time", "customer_count")}
+        return out
+    kind = {"create_hotel_order": "hotel", "create_flight_order": "flight", "create_train_order": "train"}.get(
+        tool, "attraction" if tool == "create_attraction_order" else None
+    )
+    if kind is None:
+        return None
+    entity = _find(environment, (f"{kind}s",), args.get(f"{kind}_id", ""))
+    if entity is None:
+        return None
+    pid = str(args.get({"hotel": "room_id", "attraction": "ticket_id"}.get(kind, "seat_id"), "")).strip()
+    out["entity"] = _strip(entity, ("products", "rooms", "seats", "tickets"))
+    out["products"] = [_strip(p) for p in entity.get("products", []) if str(p.get("product_id", "")).strip() == pid]
+    if kind != "hotel":
+        out["extra"] = {k: args.get(k, "") for k in ("date", "quantity")}
+    return out
+
+
+def find_target(environment: dict) -> dict | None:
+    """The entity labelled target (`*_type == "target"`) with its target products, labels stripped (official
+    `find_target_in_env`)."""
+    for key in ("stores", "shops", "hotels", "flights", "trains", "attractions"):
+        for e in _container(environment, key).values():
+            if any(k.endswith("_type") and v == "target" for k, v in e.items()):
+                out = _strip(e, ("products",))
+                targets = [_strip(p) for p in e.get("products", []) if p.get("product_type") == "target"]
+                if targets:
+                    out["target_products"] = targets
+                return out
+    return None

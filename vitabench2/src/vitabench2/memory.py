@@ -1,30 +1,46 @@
 """Memory interface and the built-in memories compared by VitaBench 2.0.
 
-Paper spec sec. 2.2: `read(query)` is injected into the system prompt, `update(new_interactions, llm)` runs between
+Official memory interface (`src/vita/memory/base.py`): `read(query)` is injected into the system prompt, `update(new_interactions, llm)` runs between
 subtasks with the agent's own LLM, `reset()`; READ tools `read_preference_memory` / `query_preference_memory` are
-exposed to the agent. Built-ins: null, groundtruth (oracle), full_context, rewrite (Agentic Memory), rag; any other
-class by dotted path (`pkg.module.Class`).
+exposed to the agent. Built-ins: null, groundtruth (oracle), full_context, rewrite (Agentic Memory), rag, rag_cache;
+any other class by dotted path (`pkg.module.Class`). Official code: meituan-longcat/VitaBench-2.0 @
+f60169e89f30499cb7883f3dad76bd03facc908d, `src/vita/memory/` (`rag_memory.py`, `rag_cache.py`, `memory.yaml`).
 """
 
 import functools
 import importlib
 import json
 import math
-import re
 
 from .backends import ChatBackend
 
 
-MEMORY_TYPES = ("null", "groundtruth", "full_context", "rewrite", "rag")
-# memory.yaml defaults (paper spec sec. 4): kwargs passed to `create_memory` override them.
+MEMORY_TYPES = ("null", "groundtruth", "full_context", "rewrite", "rag", "rag_cache")
+# Official `src/vita/memory.yaml` defaults: kwargs passed to `create_memory` override them.
 MEMORY_DEFAULTS = {
     "null": {},
     "groundtruth": {},
     "full_context": {"max_tokens": 102400},
     "rewrite": {"max_tokens": 4096},
     "rag": {"top_k": 8, "similarity_threshold": 0.3, "chunk_size": 512, "chunk_overlap": 0},
+    "rag_cache": {"top_k": 8, "similarity_threshold": 0.3},
 }
-# Labels of `RewriteMemory._format_interactions` in the reference (paper spec sec. 2.1).
+# Tokens of the agent's window kept free beside the Full Context memory: system policy, tool schemas (72 tools) and
+# the conversation itself. Ours; the official budget assumes a 128k-token model.
+FULL_CONTEXT_RESERVE = 16384
+RAG_SUMMARY_PROMPT = """Summarise this user's preferences from their interaction history below: food, spending,
+places, times, service and anything else that should guide choices made for them. Be concise and structured.
+
+{chunks}"""
+
+
+def full_context_budget(context_length: int, completion_cap: int, default: int = 102400) -> int:
+    """Full Context token budget for an agent whose window is `context_length` tokens: the official 102,400 if it
+    fits, else what is left after the completion cap and `FULL_CONTEXT_RESERVE` (at least 1024)."""
+    return max(1024, min(default, context_length - completion_cap - FULL_CONTEXT_RESERVE))
+
+
+# Labels of `RewriteMemory._format_interactions` (official `src/vita/memory/rewrite_memory.py`).
 BEHAVIOR_LABELS = {
     "order": "Order",
     "search": "Search",
@@ -141,6 +157,9 @@ class BaseMemory:
 
     def set_groundtruth(self, preference_memory: dict | None) -> None:
         """Hook for the oracle memory; the orchestrator calls it before each subtask. No-op elsewhere."""
+
+    def set_current_location(self, user_id: str, subtask_id: str) -> None:
+        """Hook for cache-backed memories (`rag_cache`): the subtask about to be updated. No-op elsewhere."""
 
     def tool_schemas(self) -> list[dict]:
         def schema(name, desc, props):
@@ -277,6 +296,11 @@ def _minilm():
     return AutoTokenizer.from_pretrained(path), AutoModel.from_pretrained(path).eval()
 
 
+# MiniLM reads at most 256 word pieces, [CLS] and [SEP] included: longer text would be silently truncated.
+MINILM_MAX_PIECES = 256 - 2
+EMBEDDER_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+
+
 def embed(texts: list[str]) -> list[list[float]]:
     """Mean-pooled, L2-normalised MiniLM sentence embeddings (the sentence-transformers recipe)."""
     import torch
@@ -293,14 +317,39 @@ def embed(texts: list[str]) -> list[list[float]]:
     return out
 
 
+def split_for_minilm(text: str, max_pieces: int = MINILM_MAX_PIECES) -> list[str]:
+    """Cut `text` into consecutive pieces of at most `max_pieces` MiniLM word pieces, so none is truncated."""
+    tok, _ = _minilm()
+    offsets = tok(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    if len(offsets) <= max_pieces:
+        return [text] if text.strip() else []
+    pieces = []
+    for i in range(0, len(offsets), max_pieces):
+        group = offsets[i : i + max_pieces]
+        end = offsets[i + max_pieces][0] if i + max_pieces < len(offsets) else len(text)
+        pieces.append(text[group[0][0] : end])
+    return pieces
+
+
+def _cosine(a, b) -> float:
+    na, nb = math.sqrt(sum(x * x for x in a)), math.sqrt(sum(x * x for x in b))
+    return sum(x * y for x, y in zip(a, b)) / (na * nb) if na and nb else 0.0
+
+
 class RAGMemory(BaseMemory):
-    """RAG Memory: chunk each interaction (cl100k tokens), embed, cosine top-k above a threshold, keyword fallback.
+    """RAG Memory: chunk each interaction (cl100k tokens), embed, cosine top-k above a threshold, keyword fallback,
+    then the summary (official `RAGMemory.read`).
+
+    With the packaged MiniLM embedder, each token chunk is further cut at the embedder's 256-word-piece window (the
+    official 512-token chunks fit `text-embedding-3-large`, not MiniLM). After each update the agent's LLM writes a
+    preference summary of all chunks (official `_generate_summary`); `read()` without a query, and a query with no
+    hit, return it.
 
     Args:
         top_k (`int`, *optional*, defaults to `8`): chunks returned per read (memory.yaml).
         similarity_threshold (`float`, *optional*, defaults to `0.3`): minimum cosine similarity.
         chunk_size (`int`, *optional*, defaults to `512`) / chunk_overlap (`int`, *optional*, defaults to `0`): tokens.
-        embed_fn (`callable`, *optional*): texts -> unit vectors; defaults to the packaged all-MiniLM-L6-v2.
+        embed_fn (`callable`, *optional*): texts -> vectors; defaults to the packaged all-MiniLM-L6-v2.
     """
 
     name = "rag"
@@ -322,38 +371,161 @@ class RAGMemory(BaseMemory):
         self.embed_fn = embed_fn or embed
         self.chunks: list[str] = []
         self.vectors: list[list[float]] = []
+        self.summary = ""
 
     def chunk(self, text: str) -> list[str]:
         ids = _encoding().encode(text, disallowed_special=())
         step = self.chunk_size - self.chunk_overlap
-        return (
-            [_encoding().decode(ids[i : i + self.chunk_size]) for i in range(0, max(len(ids), 1), step)] if ids else []
-        )
+        pieces = [_encoding().decode(ids[i : i + self.chunk_size]) for i in range(0, len(ids), step)]
+        if self.embed_fn is embed:
+            pieces = [p for piece in pieces for p in split_for_minilm(piece)]
+        return pieces
 
     def update(self, new_interactions: list, llm: ChatBackend | None = None, **kwargs) -> str:
+        if not new_interactions:
+            return self.read()
         new = [c for i in new_interactions for c in self.chunk(format_interaction(i))]
         if new:
             self.chunks += new
             self.vectors += self.embed_fn(new)
-        return f"{len(new)} chunks added"
+        self.summary = self._summarize(llm)
+        return self.summary
+
+    def _all_chunks(self) -> str:
+        return "User interaction history and preferences:\n" + "\n".join(f"- {c}" for c in self.chunks)
+
+    def _summarize(self, llm: ChatBackend | None) -> str:
+        if llm is None or not self.chunks:
+            return self._all_chunks() if self.chunks else ""
+        prompt = RAG_SUMMARY_PROMPT.format(chunks="\n".join(f"- {c}" for c in self.chunks))
+        text = llm.chat([{"role": "user", "content": prompt}], role="memory").content.strip()
+        return text or self._all_chunks()
+
+    def ranked(self, query: str) -> list[int]:
+        """Chunk indices for `query`: cosine >= threshold, best first; else keyword overlap (official fallback)."""
+        q = self.embed_fn([query])[0]
+        scores = [_cosine(q, v) for v in self.vectors]
+        hits = sorted((i for i in range(len(self.chunks)) if scores[i] >= self.threshold), key=lambda i: -scores[i])
+        if hits:
+            return hits
+        words = set(query.lower().split())
+        overlap = [(len(words & set(c.lower().split())), i) for i, c in enumerate(self.chunks)]
+        return [i for n, i in sorted(overlap, key=lambda x: (-x[0], x[1])) if n > 0]
 
     def read(self, query: str | None = None) -> str:
         if not self.chunks:
             return ""
-        if not query:
-            return "\n\n".join(self.chunks[-self.top_k :])
-        q = self.embed_fn([query])[0]
-        scores = [sum(a * b for a, b in zip(q, v)) / (math.sqrt(sum(a * a for a in v)) or 1.0) for v in self.vectors]
-        ranked = sorted(range(len(self.chunks)), key=lambda i: -scores[i])
-        hits = [i for i in ranked if scores[i] >= self.threshold][: self.top_k]
-        if not hits:  # keyword fallback: chunks sharing words with the query, most overlap first
-            words = {w for w in re.findall(r"\w+", query.lower()) if len(w) > 2}
-            overlap = [(len(words & set(re.findall(r"\w+", c.lower()))), i) for i, c in enumerate(self.chunks)]
-            hits = [i for n, i in sorted(overlap, key=lambda x: (-x[0], x[1])) if n > 0][: self.top_k]
-        return "\n\n".join(self.chunks[i] for i in sorted(hits))
+        if query:
+            hits = self.ranked(query)[: self.top_k]
+            if hits:
+                return "User preference memory (retrieved for current task):\n" + "\n".join(
+                    f"- {self.chunks[i]}" for i in hits
+                )
+        return self.summary or self._all_chunks()
 
     def reset(self) -> None:
-        self.chunks, self.vectors = [], []
+        self.chunks, self.vectors, self.summary = [], [], ""
+
+
+class RAGCacheMiss(ValueError):
+    """An embedding the cache should hold is missing (official `RAGCacheMissError`: no silent fallback)."""
+
+
+class RAGCacheMemory(RAGMemory):
+    """`rag_cache`: RAG Memory whose chunk and query embeddings come from files written beforehand
+    (`vitabench2 rag-cache`), one `{user_id}__{subtask_id}.npz` per subtask with the official layout (official
+    `rag_cache.py`, `scripts/precompute_rag_cache.py`). A missing file or query raises [`RAGCacheMiss`].
+
+    Args:
+        cache_dir (`str`): folder of the `.npz` files.
+        top_k / similarity_threshold: as [`RAGMemory`].
+    """
+
+    name = "rag_cache"
+
+    def __init__(self, cache_dir: str | None = None, top_k: int = 8, similarity_threshold: float = 0.3, **kwargs):
+        super().__init__(top_k=top_k, similarity_threshold=similarity_threshold, embed_fn=self._cached, **kwargs)
+        if not cache_dir:
+            raise ValueError(
+                "rag_cache memory needs cache_dir (CLI: --rag-cache-dir); write it with `vitabench2 rag-cache`"
+            )
+        from pathlib import Path
+
+        self.cache_dir = Path(cache_dir)
+        self.location: tuple[str, str] | None = None
+        self.queries: dict[str, list[float]] = {}
+
+    def set_current_location(self, user_id: str, subtask_id: str) -> None:
+        self.location = (str(user_id), str(subtask_id))
+
+    def _cached(self, texts: list[str]) -> list[list[float]]:
+        missing = [t for t in texts if t not in self.queries]
+        if missing:
+            raise RAGCacheMiss(
+                f"no cached embedding for query {missing[0][:80]!r}; rebuild with `vitabench2 rag-cache`"
+            )
+        return [self.queries[t] for t in texts]
+
+    def update(self, new_interactions: list, llm: ChatBackend | None = None, **kwargs) -> str:
+        import numpy as np
+
+        if not new_interactions:
+            return self.read()
+        if self.location is None:
+            raise RAGCacheMiss("rag_cache update before set_current_location(user_id, subtask_id)")
+        path = self.cache_dir / f"{self.location[0]}__{self.location[1]}.npz"
+        if not path.exists():
+            raise RAGCacheMiss(f"no cache file {path}; write it with `vitabench2 rag-cache`")
+        with np.load(path, allow_pickle=True) as data:
+            vectors = np.asarray(data["chunk_embeddings"], dtype=np.float32)
+            texts = [str(t) for t in data["chunk_texts"]]
+            if vectors.shape[0] != len(texts):
+                raise RAGCacheMiss(f"malformed cache file {path}: {vectors.shape[0]} embeddings, {len(texts)} chunks")
+            self.chunks += texts
+            self.vectors += vectors.tolist()
+            self.queries[str(data["instruction"])] = np.asarray(data["query_embedding"], dtype=np.float32).tolist()
+        self.summary = self._summarize(llm)
+        return self.summary
+
+    def reset(self) -> None:
+        super().reset()
+        self.queries, self.location = {}, None
+
+
+def write_rag_cache(tasks, cache_dir, chunk_size: int = 512, chunk_overlap: int = 0, embed_fn=None) -> int:
+    """Embed every subtask's interaction chunks and instruction into `{cache_dir}/{user_id}__{subtask_id}.npz`
+    (official `scripts/precompute_rag_cache.py` layout); returns the number of files written."""
+    from pathlib import Path
+
+    import numpy as np
+
+    out = Path(cache_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    chunker = RAGMemory(chunk_size=chunk_size, chunk_overlap=chunk_overlap, embed_fn=embed_fn)
+    written = 0
+    for task in tasks:
+        for st in task.subtasks:
+            if not st.interactions:
+                continue
+            texts = [c for i in st.interactions for c in chunker.chunk(format_interaction(i))]
+            vectors = np.asarray(chunker.embed_fn(texts) if texts else np.zeros((0, 384)), dtype=np.float32)
+            np.savez(
+                out / f"{task.user_id}__{st.subtask_id}.npz",
+                chunk_embeddings=vectors,
+                chunk_texts=np.asarray(texts, dtype=object),
+                chunk_keywords=np.asarray([[] for _ in texts] + [None], dtype=object)[:-1],
+                chunk_timestamps=np.asarray(["" for _ in texts], dtype=object),
+                chunk_types=np.asarray(["interaction" for _ in texts], dtype=object),
+                query_embedding=np.asarray(
+                    chunker.embed_fn([st.instruction or st.user_intention])[0], dtype=np.float32
+                ),
+                instruction=np.asarray(st.instruction or st.user_intention, dtype=object),
+                model=np.asarray(EMBEDDER_NAME if embed_fn is None else "custom", dtype=object),
+                chunk_size=chunk_size,
+                chunk_overlap=chunk_overlap,
+            )
+            written += 1
+    return written
 
 
 def create_memory(
@@ -365,7 +537,7 @@ def create_memory(
 ) -> BaseMemory:
     """Build a memory by exact type name (defaults merged with kwargs) or by dotted class path.
 
-    memory_type (`str`, *optional*): one of `null`, `groundtruth`, `full_context`, `rewrite`, `rag`.
+    memory_type (`str`, *optional*): one of `null`, `groundtruth`, `full_context`, `rewrite`, `rag`, `rag_cache`.
     memory_class (`str`, *optional*): `package.module.Class`, a [`BaseMemory`] subclass taking
         `language`, `user_id` and `**kwargs`.
     """
@@ -385,12 +557,12 @@ def create_memory(
     if memory_type not in MEMORY_DEFAULTS:
         raise ValueError(f"Unknown memory type {memory_type!r}; valid: {list(MEMORY_TYPES)} (or use memory_class)")
     options = {**MEMORY_DEFAULTS[memory_type], **kwargs}
-    if memory_type == "null":
-        return NullMemory(**common, **options)
-    if memory_type == "groundtruth":
-        return GroundtruthMemory(**common, **options)
-    if memory_type == "full_context":
-        return FullContextMemory(**common, **options)
-    if memory_type == "rewrite":
-        return RewriteMemory(**common, **options)
-    return RAGMemory(**common, **options)
+    classes = {
+        "null": NullMemory,
+        "groundtruth": GroundtruthMemory,
+        "full_context": FullContextMemory,
+        "rewrite": RewriteMemory,
+        "rag": RAGMemory,
+        "rag_cache": RAGCacheMemory,
+    }
+    return classes[memory_type](**common, **options)

@@ -1,9 +1,9 @@
 """Metrics at subtask level over trials: Avg@k, Pass@k, Pass^k, the proactive/personalization split, and the score
 by temporal task index.
 
-Paper spec sec. 2.5 (`metrics/agent_metrics.py`): success = reward == 1.0; with n trials and c successes,
+Official code: meituan-longcat/VitaBench-2.0 @ f60169e89f30499cb7883f3dad76bd03facc908d, `src/vita/metrics/agent_metrics.py`: success = reward == 1.0; with n trials and c successes,
 pass^k = C(c, k) / C(n, k) and pass@k = 1 - C(n - c, k) / C(n, k); each (user, subtask) is one unit; failed trials
-count as 0. Leaderboard: k = 4 with 4 trials (sec. 6.2).
+count as 0. Leaderboard: k = 4 with 4 trials (official README).
 """
 
 from collections import defaultdict

@@ -1,7 +1,7 @@
 """Report: memory-comparison table, decline of the score over the temporal task index, the paper's leaderboard, and
 the README section between markers, all generated from run folders (never typed by hand).
 
-Paper spec sec. 7 (leaderboard, Avg@4 / Pass@4 / Pass^4 per memory setting) and sec. 1 findings 4-5 (Fig. 5 decline
+VitaBench 2.0 (arXiv 2605.27141): leaderboard (Avg@4 / Pass@4 / Pass^4 per memory setting, official README) and Fig. 5 decline
 over task index; Fig. 6 proactive vs personalization).
 """
 

@@ -1,27 +1,40 @@
 """Orchestrator: runs each user's subtasks in temporal order with a memory, a user simulator and the judge; writes
 one JSON line per finished subtask and resumes an interrupted run without redoing finished subtasks.
 
-Paper spec sec. 3 (`run.py::_run_personalization_task`, `personalization_orchestrator.py`), sec. 2.3 (agent policy,
-system prompt assembly), sec. 2.4 (termination: `###STOP###`, max steps, max errors, invalid agent message; premature
-termination scores 0).
+VitaBench 2.0 (arXiv 2605.27141) evaluation protocol. Official code: meituan-longcat/VitaBench-2.0 @ f60169e89f30499cb7883f3dad76bd03facc908d,
+`src/vita/orchestrator/personalization_orchestrator.py` (per-user loop: memory update before each subtask, one
+conversation per subtask, judge) and `src/vita/orchestrator/orchestrator.py` (conversation loop: the trajectory opens
+with the agent's greeting; every user message, agent message and batch of tool results is one step; the default
+limit is 300 steps (`config.py` DEFAULT_MAX_STEPS); an empty agent reply is retried 3 times, then the conversation
+ends as an invalid agent message; the error counter is never incremented, so `max_errors` never ends a conversation;
+premature terminations score 0).
 """
 
 import json
+import logging
+import os
+import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
 
-from .backends import ChatBackend
+from .backends import BackendError, ChatBackend
 from .judge import SlidingWindowJudge
-from .memory import BaseMemory, create_memory
+from .memory import BaseMemory, create_memory, full_context_budget
 from .metrics import compute_metrics
-from .tasks import PersonalizationTask, SubTask, load_tasks, sample_tasks_path, select
+from .tasks import PersonalizationTask, SubTask, agent_clock, load_tasks, sample_tasks_path, select
 from .tools import Environment, ToolError
 from .user import STOP_TOKEN, UserSimulator
+
+
+logger = logging.getLogger(__name__)
+# Official first trajectory message (`orchestrator.get_default_first_agent_message`, English wording ours).
+GREETING = "Hello, how can I help you?"
+# Attempts at a non-empty agent reply before INVALID_AGENT_MESSAGE (official `Orchestrator.step`, max_retries = 3).
+AGENT_REPLY_ATTEMPTS = 3
 
 
 PERSONALIZATION_POLICY = """# Role
@@ -49,29 +62,47 @@ ADDENDUM = """- Confirm the user id before using it in a tool call; never use pl
 
 
 class Termination(StrEnum):
-    """Why a subtask's conversation ended (sec. 2.4)."""
+    """Why a subtask's conversation ended (official `TerminationReason`, plus `backend_error`)."""
 
     USER_STOP = "user_stop"
     AGENT_STOP = "agent_stop"
     MAX_STEPS = "max_steps"  # premature: reward 0
     TOO_MANY_ERRORS = "too_many_errors"  # premature: reward 0
     INVALID_AGENT_MESSAGE = "invalid_agent_message"  # premature: reward 0
+    BACKEND_ERROR = "backend_error"  # a model endpoint failed for good: recorded, reward 0, rerun with --retry-failed
 
 
-PREMATURE = (Termination.MAX_STEPS, Termination.TOO_MANY_ERRORS, Termination.INVALID_AGENT_MESSAGE)
+PREMATURE = (
+    Termination.MAX_STEPS,
+    Termination.TOO_MANY_ERRORS,
+    Termination.INVALID_AGENT_MESSAGE,
+    Termination.BACKEND_ERROR,
+)
+
+
+class Interrupted(Exception):
+    """The run was asked to stop (Ctrl-C); the subtask in progress is dropped and reruns on resume."""
 
 
 @dataclass
 class RunConfig:
-    """Settings of one run (paper spec sec. 4).
+    """Settings of one run (official defaults: `src/vita/config.py`, `src/vita/cli.py`).
 
     Args:
+        output (`str`): run folder (results, config, run history).
         agent / user / judge (`str`): back end specs (`transformers:PATH`, `openai:MODEL@URL`).
         memory_type (`str`, *optional*, defaults to `"null"`): built-in memory; or `memory_class` (dotted path).
         num_trials (`int`, *optional*, defaults to `1`): independent runs of every user (leaderboard: 4).
-        max_steps (`int`, *optional*, defaults to `50`): agent + user turns per subtask (README example; CLI 300).
-        max_errors (`int`, *optional*, defaults to `10`): failed tool calls before the subtask is aborted.
+        max_steps (`int`, *optional*, defaults to `300`): agent, user and tool-result steps per subtask (official).
+        max_errors (`int`, *optional*): end a subtask after this many failed tool calls. Default `None`: never, as the
+            official orchestrator (its error counter is never incremented).
         max_concurrency (`int`, *optional*, defaults to `4`): (user, trial) sequences run in parallel.
+        evaluation_type (`str`, *optional*, defaults to `"trajectory"`): see [`SlidingWindowJudge`].
+        max_tokens (`int`, *optional*, defaults to `4096`): completion cap of OpenAI-compatible back ends.
+        max_new_tokens / max_input_tokens (`int`): completion and prompt caps of in-process back ends.
+        enable_thinking (`bool`, *optional*): sent as `chat_template_kwargs.enable_thinking` (vLLM); None: not sent.
+        context_length (`int`, *optional*): the agent model's context window; caps the Full Context budget.
+        seed (`int`, *optional*, defaults to `300`): sent to back ends that accept a seed (official default).
     """
 
     output: str
@@ -87,14 +118,20 @@ class RunConfig:
     users: list[str] | None = None
     subtasks: list[str] | None = None
     num_users: int | None = None
-    max_steps: int = 50
-    max_errors: int = 10
+    max_steps: int = 300
+    max_errors: int | None = None
     max_concurrency: int = 4
     outcome_reward: bool = False
+    evaluation_type: str = "trajectory"
     judge_window: int = 10
     judge_overlap: int = 2
     judge_retries: int = 3
+    temperature: float = 0.0
+    max_tokens: int = 4096
     max_new_tokens: int = 256
+    max_input_tokens: int = 4096
+    enable_thinking: bool | None = None
+    context_length: int | None = None
     seed: int = 300
 
     @property
@@ -102,13 +139,8 @@ class RunConfig:
         return self.memory_class or str(self.memory_type)
 
 
-def agent_clock(environment: dict) -> str:
-    """Subtask environment time plus weekday (sec. 2.3)."""
-    raw = str(environment.get("time", ""))
-    try:
-        return f"{raw} ({datetime.strptime(raw, '%Y-%m-%d %H:%M:%S'):%A})"
-    except ValueError:
-        return raw
+# Settings that do not change results, so a resume may change them.
+RESUMABLE_KEYS = ("output", "max_concurrency", "users", "subtasks", "num_users", "num_trials")
 
 
 def build_system_prompt(subtask: SubTask, profile: dict, memory_text: str) -> str:
@@ -131,8 +163,13 @@ def run_subtask(
     user: ChatBackend,
     judge: SlidingWindowJudge,
     config: RunConfig,
+    abort: threading.Event | None = None,
 ) -> dict:
-    """One conversation plus its judgement; returns the result record (without user/trial keys)."""
+    """One conversation plus its judgement; returns the result record (without user/trial keys).
+
+    A back end that fails for good (see [`BackendError`]) ends the subtask as `backend_error` with its message;
+    `abort` set (Ctrl-C) raises [`Interrupted`] at the next step.
+    """
     start = time.perf_counter()
     env = Environment(subtask.environment, subtask.domains)
     profile = task.user_profile or subtask.user_scenario.user_profile
@@ -140,60 +177,74 @@ def run_subtask(
     memory_tools = {t["function"]["name"] for t in memory.tool_schemas()}
     tools = env.tool_schemas() + memory.tool_schemas()
     messages: list[dict] = [{"role": "system", "content": build_system_prompt(subtask, profile, memory_text)}]
-    for m in subtask.message_history or []:
-        if isinstance(m, dict) and m.get("role") in ("user", "assistant") and isinstance(m.get("content"), str):
-            messages.append({"role": m["role"], "content": m["content"]})
+    history = [
+        {"role": m["role"], "content": m["content"]}
+        for m in subtask.message_history or []
+        if isinstance(m, dict) and m.get("role") in ("user", "assistant") and isinstance(m.get("content"), str)
+    ]
+    messages += history or [{"role": "assistant", "content": GREETING}]
     sim = UserSimulator(user, subtask, persona=json.dumps(profile, ensure_ascii=False), user_id=task.user_id)
-    agent_tokens = [0, 0]
-    first = sim.first_message()
-    messages.append({"role": "user", "content": first})
-    steps, errors, termination = 1, 0, Termination.USER_STOP if STOP_TOKEN in first else None
-    while termination is None:
-        if steps >= config.max_steps:
-            termination = Termination.MAX_STEPS
-            break
-        reply = agent.chat(messages, tools=tools, role="agent")
-        agent_tokens[0] += reply.prompt_tokens
-        agent_tokens[1] += reply.completion_tokens
-        steps += 1
-        messages.append({"role": "assistant", "content": reply.content, "tool_calls": reply.tool_calls})
-        if reply.tool_calls:
-            for call in reply.tool_calls:
-                failed = False
-                try:
-                    if call["name"] in memory_tools:
-                        content = memory.call_tool(call["name"], call["arguments"])
-                    else:
-                        content = env.call(call["name"], call["arguments"])
-                except (ToolError, ValueError) as err:
-                    content, failed = f"Error: {err}", True
-                errors += failed
-                messages.append(
-                    {
-                        "role": "tool",
-                        "tool_call_id": call["id"],
-                        "name": call["name"],
-                        "content": content,
-                        "error": failed,
-                    }
-                )
-            if errors >= config.max_errors:
+    agent_tokens, steps, errors, termination, failure = [0, 0], 0, 0, None, ""
+    next_role = "agent" if messages[-1]["role"] == "user" else "user"
+
+    def check_abort():
+        if abort is not None and abort.is_set():
+            raise Interrupted
+
+    try:
+        while termination is None:
+            check_abort()
+            if next_role == "user":
+                text = sim.first_message() if steps == 0 and not history else sim.respond(messages)
+                messages.append({"role": "user", "content": text})
+                next_role = "agent"
+                if STOP_TOKEN in text:
+                    termination = Termination.USER_STOP
+            elif next_role == "agent":
+                for _ in range(AGENT_REPLY_ATTEMPTS):
+                    reply = agent.chat(messages, tools=tools, role="agent")
+                    agent_tokens[0] += reply.prompt_tokens
+                    agent_tokens[1] += reply.completion_tokens
+                    if reply.tool_calls or reply.content.strip():
+                        break
+                    check_abort()
+                else:
+                    termination = Termination.INVALID_AGENT_MESSAGE
+                    break  # official: the step is not counted
+                messages.append({"role": "assistant", "content": reply.content, "tool_calls": reply.tool_calls})
+                next_role = "tool" if reply.tool_calls else "user"
+                if STOP_TOKEN in reply.content:
+                    termination = Termination.AGENT_STOP
+            else:
+                for call in messages[-1]["tool_calls"]:
+                    failed = False
+                    try:
+                        if call["name"] in memory_tools:
+                            content = memory.call_tool(call["name"], call["arguments"])
+                        else:
+                            content = env.call(call["name"], call["arguments"])
+                    except (ToolError, ValueError) as err:
+                        content, failed = f"Error: {err}", True
+                    errors += failed
+                    messages.append(
+                        {
+                            "role": "tool",
+                            "tool_call_id": call["id"],
+                            "name": call["name"],
+                            "content": content,
+                            "error": failed,
+                        }
+                    )
+                next_role = "agent"
+            steps += 1
+            # Official order: the step limit is checked after every step and overrides a stop in the same step.
+            if steps >= config.max_steps:
+                termination = Termination.MAX_STEPS
+            elif config.max_errors is not None and errors >= config.max_errors:
                 termination = Termination.TOO_MANY_ERRORS
-            continue
-        if not reply.content.strip():
-            termination = Termination.INVALID_AGENT_MESSAGE
-            break
-        if STOP_TOKEN in reply.content:
-            termination = Termination.AGENT_STOP
-            break
-        if steps >= config.max_steps:
-            termination = Termination.MAX_STEPS
-            break
-        text = sim.respond(messages)
-        steps += 1
-        messages.append({"role": "user", "content": text})
-        if STOP_TOKEN in text:
-            termination = Termination.USER_STOP
+    except BackendError as err:
+        termination, failure = Termination.BACKEND_ERROR, f"backend error: {err}"
+        logger.warning("subtask %s of user %s: %s", subtask.subtask_id, task.user_id, failure)
     record = {
         "subtask_id": subtask.subtask_id,
         "domain": subtask.domain,
@@ -203,27 +254,19 @@ def run_subtask(
         "num_errors": errors,
         "memory_read": memory_text,
     }
+    judge_tokens = [0, 0]
     if termination in PREMATURE:
         record.update(
             reward=0.0,
             reward_breakdown=0.0,
             rubric_states=[],
             judge_failed=False,
-            failure_reason=f"premature termination: {termination.value}",
+            failure_reason=failure or f"premature termination: {termination.value}",
         )
-        judge_tokens = [0, 0]
     else:
-        verdict = judge.evaluate(subtask, messages, env)
-        record.update(
-            reward=verdict.reward,
-            reward_breakdown=verdict.reward_breakdown,
-            rubric_states=verdict.rubric_states,
-            justifications=verdict.justifications,
-            outcome_reward=verdict.outcome_reward,
-            judge_failed=verdict.failed,
-            failure_reason=verdict.failure_reason,
-        )
-        judge_tokens = [verdict.prompt_tokens, verdict.completion_tokens]
+        check_abort()
+        record.update(judge_record(judge, subtask, messages))
+        judge_tokens = record.pop("_judge_tokens")
     record["tokens"] = {
         "agent_prompt": agent_tokens[0],
         "agent_completion": agent_tokens[1],
@@ -236,6 +279,31 @@ def run_subtask(
     record["final_state"] = env.public_state()
     record["messages"] = messages
     return record
+
+
+def judge_record(judge: SlidingWindowJudge, subtask: SubTask, messages: list[dict]) -> dict:
+    """The judge's fields of a record; an endpoint failure of the judge is a judge failure (retried on resume)."""
+    try:
+        verdict = judge.evaluate(subtask, messages)
+    except BackendError as err:
+        return {
+            "reward": 0.0,
+            "reward_breakdown": 0.0,
+            "rubric_states": [],
+            "judge_failed": True,
+            "failure_reason": f"judge backend error: {err}",
+            "_judge_tokens": [0, 0],
+        }
+    return {
+        "reward": verdict.reward,
+        "reward_breakdown": verdict.reward_breakdown,
+        "rubric_states": verdict.rubric_states,
+        "justifications": verdict.justifications,
+        "outcome_reward": verdict.outcome_reward,
+        "judge_failed": verdict.failed,
+        "failure_reason": verdict.failure_reason,
+        "_judge_tokens": [verdict.prompt_tokens, verdict.completion_tokens],
+    }
 
 
 def read_records(path: Path) -> list[dict]:
@@ -251,11 +319,28 @@ def read_records(path: Path) -> list[dict]:
     return out
 
 
+def write_records(path: Path, records: list[dict]) -> None:
+    """Replace `results.jsonl` atomically (a crash leaves the old or the new file, never half of one)."""
+    tmp = path.with_suffix(".jsonl.tmp")
+    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def append_run_info(out: Path, entry: dict) -> None:
+    """Add one invocation (command, commit, time, outcome) to `run_info.json`, which keeps the whole history."""
+    path = out / "run_info.json"
+    history = json.loads(path.read_text()).get("history", []) if path.exists() else []
+    history.append(entry)
+    path.write_text(json.dumps({**history[0], "history": history}, indent=1))
+
+
 class Runner:
     """Runs a [`RunConfig`] with given back ends; results go to `<output>/results.jsonl`, one line per subtask.
 
     Resume: records already in `results.jsonl` are kept; for an unfinished (user, trial) the memory is rebuilt by
-    replaying `update` over the finished subtasks' interactions, then the remaining subtasks run.
+    replaying `update` over the finished subtasks' interactions, then the remaining subtasks run. Records whose judge
+    failed are judged again; records of subtasks whose back end failed are rerun only with `retry_failed=True`.
+    Ctrl-C stops the run at the next model call: finished subtasks stay on disk, the ones in progress rerun on resume.
     """
 
     def __init__(
@@ -265,10 +350,16 @@ class Runner:
         user: ChatBackend,
         judge: ChatBackend,
         tasks: list[PersonalizationTask] | None = None,
+        retry_failed: bool = False,
     ):
-        self.config, self.agent, self.user = config, agent, user
+        self.config, self.agent, self.user, self.retry_failed = config, agent, user, retry_failed
         self.judge = SlidingWindowJudge(
-            judge, config.judge_window, config.judge_overlap, config.judge_retries, config.outcome_reward
+            judge,
+            config.judge_window,
+            config.judge_overlap,
+            config.judge_retries,
+            config.outcome_reward,
+            config.evaluation_type,
         )
         if tasks is None:
             tasks = load_tasks(config.tasks or sample_tasks_path(), config.language)
@@ -277,24 +368,20 @@ class Runner:
         self.results_path = self.out / "results.jsonl"
         self._lock = threading.Lock()
         self._abort = threading.Event()
+        for backend in (agent, user, judge):
+            backend.abort = self._abort
+        self.memory_kwargs = dict(config.memory_kwargs)
+        if config.memory_type == "full_context" and config.context_length and "max_tokens" not in self.memory_kwargs:
+            self.memory_kwargs["max_tokens"] = full_context_budget(config.context_length, config.max_tokens)
+        if self.tasks:
+            self._memory(self.tasks[0])  # bad memory settings fail here, not in a worker thread
 
     def _check_config(self) -> None:
         path = self.out / "config.json"
         current = asdict(self.config)
         if path.exists():
             old = json.loads(path.read_text())
-            keys = (
-                "agent",
-                "user",
-                "judge",
-                "tasks",
-                "language",
-                "memory_type",
-                "memory_class",
-                "max_steps",
-                "outcome_reward",
-            )
-            diff = [k for k in keys if old.get(k) != current.get(k)]
+            diff = [k for k in current if k not in RESUMABLE_KEYS and old.get(k) != current[k]]
             if diff:
                 raise ValueError(
                     f"{self.out} holds a run with different settings {diff}; use a new --output to start afresh"
@@ -314,24 +401,29 @@ class Runner:
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
             f.flush()
 
-    def _run_sequence(self, task: PersonalizationTask, trial: int, done: set) -> None:
-        memory = create_memory(
-            self.config.memory_type,
-            self.config.memory_class,
-            self.config.language,
-            task.user_id,
-            **self.config.memory_kwargs,
+    def _memory(self, task: PersonalizationTask) -> BaseMemory:
+        return create_memory(
+            self.config.memory_type, self.config.memory_class, self.config.language, task.user_id, **self.memory_kwargs
         )
+
+    def _run_sequence(self, task: PersonalizationTask, trial: int, done: set) -> None:
+        memory = self._memory(task)
         memory.reset()
         for index, subtask in enumerate(task.subtasks):
+            if self._abort.is_set():
+                return
             memory.set_groundtruth(subtask.user_scenario.personalized_preference_memory)
+            memory.set_current_location(task.user_id, subtask.subtask_id)
             if subtask.interactions:
-                memory.update(subtask.interactions, llm=self.agent)  # the agent's own LLM (sec. 2.2)
+                memory.update(subtask.interactions, llm=self.agent)  # the agent's own LLM (official orchestrator)
             if (task.user_id, trial, subtask.subtask_id) in done:
                 continue
-            if self._abort.is_set():
-                return  # finished before an interruption: memory replayed above, conversation kept
-            record = run_subtask(subtask, task, memory, self.agent, self.user, self.judge, self.config)
+            try:
+                record = run_subtask(
+                    subtask, task, memory, self.agent, self.user, self.judge, self.config, abort=self._abort
+                )
+            except Interrupted:
+                return
             self._write(
                 {
                     "user_id": task.user_id,
@@ -343,30 +435,77 @@ class Runner:
                 }
             )
 
+    def _rejudge_failed(self, records: list[dict]) -> list[dict]:
+        """Judge again the records whose judge failed (stored conversation, same subtask)."""
+        subtasks = {(t.user_id, s.subtask_id): s for t in self.tasks for s in t.subtasks}
+        changed = False
+        for r in records:
+            subtask = subtasks.get((r["user_id"], r["subtask_id"]))
+            if not r.get("judge_failed") or subtask is None or self._abort.is_set():
+                continue
+            verdict = judge_record(self.judge, subtask, r["messages"])
+            tokens = verdict.pop("_judge_tokens")
+            r.update(verdict, rejudged=r.get("rejudged", 0) + 1)
+            r["tokens"].update(judge_prompt=tokens[0], judge_completion=tokens[1])
+            changed = True
+        if changed:
+            write_records(self.results_path, records)
+        return records
+
     def run(self) -> dict:
-        """Run every (user, trial) not yet finished; returns the metrics, also written to `summary.json`."""
+        """Run every (user, trial) not yet finished; returns the metrics, also written to `summary.json`.
+
+        Raises `KeyboardInterrupt` after a clean stop when interrupted (results and summary are on disk).
+        """
         self.out.mkdir(parents=True, exist_ok=True)
         self._check_config()
         self._drop_partial_line()
-        done = {(r["user_id"], r["trial"], r["subtask_id"]) for r in read_records(self.results_path)}
-        units = [
-            (task, trial)
-            for trial in range(self.config.num_trials)
-            for task in self.tasks
-            if any((task.user_id, trial, s.subtask_id) not in done for s in task.subtasks)
-        ]
         self._abort.clear()
-        with ThreadPoolExecutor(max_workers=self.config.max_concurrency) as pool:
+        records = read_records(self.results_path)
+        if self.retry_failed:
+            kept = [r for r in records if r["termination"] != Termination.BACKEND_ERROR.value]
+            if len(kept) != len(records):
+                write_records(self.results_path, kept)
+            records = kept
+        interrupted, previous_handler = False, None
+        try:
+            records = self._rejudge_failed(records)
+            done = {(r["user_id"], r["trial"], r["subtask_id"]) for r in records}
+            units = [
+                (task, trial)
+                for trial in range(self.config.num_trials)
+                for task in self.tasks
+                if any((task.user_id, trial, s.subtask_id) not in done for s in task.subtasks)
+            ]
+            pool = ThreadPoolExecutor(max_workers=self.config.max_concurrency)
             futures = [pool.submit(self._run_sequence, task, trial, done) for task, trial in units]
-            for future in as_completed(futures):
-                if future.exception() is not None:
-                    # Fail fast: queued sequences are cancelled, running ones stop before their next subtask;
-                    # finished subtasks are already on disk, so a rerun resumes from there.
-                    self._abort.set()
-                    for other in futures:
-                        other.cancel()
-                    raise future.exception()
-        return self.summarize()
+            try:
+                for future in as_completed(futures):
+                    future.result()
+            except BaseException as err:
+                # Ctrl-C or a crash: queued sequences are cancelled, running ones stop at their next model call;
+                # finished subtasks are already on disk, so a rerun resumes from there.
+                if isinstance(err, KeyboardInterrupt) and threading.current_thread() is threading.main_thread():
+                    previous_handler = signal.signal(signal.SIGINT, signal.SIG_IGN)  # further Ctrl-C: keep stopping
+                self._abort.set()
+                for other in futures:
+                    other.cancel()
+                raise
+            finally:
+                while True:  # a second Ctrl-C must not leave worker threads running into interpreter exit
+                    try:
+                        pool.shutdown(wait=True)
+                        break
+                    except KeyboardInterrupt:
+                        self._abort.set()
+        except KeyboardInterrupt:
+            interrupted = True
+        summary = self.summarize()
+        if interrupted:
+            if previous_handler is not None:
+                signal.signal(signal.SIGINT, previous_handler)
+            raise KeyboardInterrupt
+        return summary
 
     def summarize(self) -> dict:
         records = read_records(self.results_path)

@@ -1,11 +1,14 @@
 """Data model and loaders for VitaBench 2.0 personalization tasks and VitaBench 1.0 tasks.
 
-Paper spec sec. 2.1 (2.0 schema: `PersonalizationTask` / `SubTask`) and sec. 6.3 (1.0 task JSON, `tasks{,_en}.json`).
+Official schema: meituan-longcat/VitaBench-2.0 @ f60169e89f30499cb7883f3dad76bd03facc908d,
+`src/vita/data_model/personalization_task.py` (2.0) and `src/vita/data_model/tasks.py` (1.0 task JSON,
+`data/vita/domains/<domain>/tasks{,_en}.json`).
 A 1.0 task becomes a one-subtask user so that the same orchestrator, judge and metrics run both versions.
 """
 
 import json
 import os
+from datetime import datetime
 from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
@@ -71,7 +74,7 @@ class UserScenario(BaseModel):
 
 
 class SubTask(BaseModel):
-    """One subtask of a user's time-ordered sequence (paper spec sec. 2.1).
+    """One subtask of a user's time-ordered sequence (official `personalization_task.py`).
 
     Args:
         subtask_id (`str`): unique id within the user.
@@ -105,7 +108,7 @@ class SubTask(BaseModel):
 
 
 class PersonalizationTask(BaseModel):
-    """One user: profile and subtasks in temporal order (paper spec sec. 2.1)."""
+    """One user: profile and subtasks in temporal order (official `personalization_task.py`)."""
 
     id: str
     user_id: str
@@ -115,7 +118,7 @@ class PersonalizationTask(BaseModel):
 
 
 class V1Task(BaseModel):
-    """A VitaBench 1.0 task (paper spec sec. 6.3): one scenario, the hidden goal in `instructions`."""
+    """A VitaBench 1.0 task (official 1.0 `tasks.py`): one scenario, the hidden goal in `instructions`."""
 
     id: str
     domain: str
@@ -233,7 +236,9 @@ def load_public(
         (`meituan-longcat/VitaBench`, `domain` in delivery/instore/ota/cross_domain).
     """
     if os.environ.get("HF_HUB_OFFLINE") == "1":
-        raise RuntimeError("HF_HUB_OFFLINE=1: cannot download the public dataset; pass --tasks PATH to local files")
+        raise ValueError(
+            "HF_HUB_OFFLINE=1: cannot download the public dataset; unset it or pass --tasks PATH to local files"
+        )
     from huggingface_hub import hf_hub_download
 
     name = task_file_name(language)
@@ -271,3 +276,12 @@ def select(
         tasks = [t.model_copy(update={"subtasks": [s for s in t.subtasks if s.subtask_id in wanted]}) for t in tasks]
         tasks = [t for t in tasks if t.subtasks]
     return tasks
+
+
+def agent_clock(environment: dict) -> str:
+    """Subtask environment time plus weekday (official `utils.get_weekday`)."""
+    raw = str(environment.get("time", ""))
+    try:
+        return f"{raw} ({datetime.strptime(raw, '%Y-%m-%d %H:%M:%S'):%A})"
+    except ValueError:
+        return raw

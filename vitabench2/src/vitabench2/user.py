@@ -1,6 +1,7 @@
 """User simulator: vague, never volunteers preferences, reveals the hidden intention only when asked directly.
 
-Paper spec sec. 2.3 (`personalization_user_system_prompt.yaml`, proactive section) and sec. 2.4 (user turn 1 is
+Official code: meituan-longcat/VitaBench-2.0 @ f60169e89f30499cb7883f3dad76bd03facc908d, `src/vita/user/personalization_user.py` and
+`src/vita/prompts/personalization_user_system_prompt.yaml` (proactive section) (user turn 1 is
 the subtask `instruction` verbatim; later turns come from the user LLM; `###STOP###` ends the conversation).
 For VitaBench 1.0 tasks the whole goal (`instructions`) is given to the simulator, which also writes turn 1.
 """

@@ -1,9 +1,13 @@
 """Worker pool: one process per environment slot, per-call timeouts, crash isolation.
 
 Each slot hosts one environment in its own process (`spawn` context, so a JVM or a game engine never shares a
-process with torch). `call_all` sends one request to many slots and waits for all of them under one deadline. A slot
-that raises, dies or exceeds the timeout returns an `EnvFailure` for that episode and is restarted; the run goes on.
-`num_workers=0` runs the environments in-process (debugging and the single-process baseline of `make bench`).
+process with torch). A new worker first builds its environment under `build_timeout` (loading a game engine or a
+catalogue can take minutes); `call_all` then sends one request to many slots and waits for all of them under one
+`timeout`. A slot whose environment raises, dies or exceeds a timeout returns an `EnvFailure` for that episode and is
+restarted with a fresh process (an exception may leave the engine in any state, so it is treated as a crash); the run
+goes on. Large read-only data (a WebShop catalogue, a retrieval index) is not built per worker: the adapters share
+it per node (`retrieval.node_service`). `num_workers=0` runs the environments in-process (debugging and the
+single-process baseline of `make bench`).
 """
 
 import multiprocessing as mp
@@ -28,9 +32,10 @@ def _worker(conn: Connection, factory: Callable[[], TextEnv]) -> None:
             conn.send(("ok", None))
             break
         try:
-            if env is None:
+            if cmd == "build":
                 env = factory()
-            if cmd == "reset":
+                result = None
+            elif cmd == "reset":
                 task, seed = payload
                 result = env.reset(task, seed)
             elif cmd == "step":
@@ -51,10 +56,19 @@ class EnvPool:
         num_slots (`int`): environment instances (one per concurrent episode).
         timeout (`float`, *optional*, defaults to `60.0`): seconds one reset/step may take before the slot is killed.
         num_workers (`int`, *optional*): `0` runs in-process; any other value uses one process per slot.
+        build_timeout (`float`, *optional*, defaults to `900.0`): seconds a new worker may take to build its
+            environment (engine start, data loading), separate from `timeout`.
     """
 
-    def __init__(self, factory: Callable[[], TextEnv], num_slots: int, timeout: float = 60.0, num_workers: int = 1):
-        self.factory, self.num_slots, self.timeout = factory, num_slots, timeout
+    def __init__(
+        self,
+        factory: Callable[[], TextEnv],
+        num_slots: int,
+        timeout: float = 60.0,
+        num_workers: int = 1,
+        build_timeout: float = 900.0,
+    ):
+        self.factory, self.num_slots, self.timeout, self.build_timeout = factory, num_slots, timeout, build_timeout
         self.in_process = num_workers == 0
         self.failures = 0
         self._ctx = mp.get_context("spawn")
@@ -63,6 +77,7 @@ class EnvPool:
         else:
             self._procs: list = [None] * num_slots
             self._conns: list[Connection | None] = [None] * num_slots
+            self._built = [False] * num_slots
             for i in range(num_slots):
                 self._start(i)
 
@@ -71,7 +86,7 @@ class EnvPool:
         proc = self._ctx.Process(target=_worker, args=(child, self.factory), daemon=True)
         proc.start()
         child.close()
-        self._procs[i], self._conns[i] = proc, parent
+        self._procs[i], self._conns[i], self._built[i] = proc, parent, False
 
     def _restart(self, i: int) -> None:
         proc = self._procs[i]
@@ -91,6 +106,16 @@ class EnvPool:
         """Send `cmd` to every slot at once and collect results in order; failures come back as `EnvFailure`."""
         if self.in_process:
             return [self._call_local(i, cmd, p) for i, p in zip(slots, payloads, strict=True)]
+        unbuilt = [i for i in slots if not self._built[i]]
+        results = self._send(unbuilt, "build", [None] * len(unbuilt), self.build_timeout)
+        for i in unbuilt:
+            self._built[i] = i not in results  # a successful build leaves no result
+        todo = [(i, p) for i, p in zip(slots, payloads, strict=True) if i not in results]
+        results.update(self._send([i for i, _ in todo], cmd, [p for _, p in todo], self.timeout))
+        return [results[i] for i in slots]
+
+    def _send(self, slots: list[int], cmd: str, payloads: list, timeout: float) -> dict[int, Step | EnvFailure]:
+        """`cmd` to every slot, results under one deadline; build results (`None`) are kept only when they fail."""
         results: dict[int, Step | EnvFailure] = {}
         pending: dict[Connection, int] = {}
         for i, payload in zip(slots, payloads, strict=True):
@@ -99,12 +124,12 @@ class EnvPool:
                 pending[self._conns[i]] = i
             except (BrokenPipeError, OSError) as exc:
                 results[i] = self._fail(i, f"worker died before {cmd}: {exc}")
-        deadline = time.monotonic() + self.timeout
+        deadline = time.monotonic() + timeout
         while pending:
             ready = wait(list(pending), timeout=max(0.0, deadline - time.monotonic()))
             if not ready:  # every slot still pending has hung past the deadline
                 for conn, i in list(pending.items()):
-                    results[i] = self._fail(i, f"{cmd} timed out after {self.timeout:.1f}s")
+                    results[i] = self._fail(i, f"{cmd} timed out after {timeout:.1f}s")
                     del pending[conn]
                 break
             for conn in ready:
@@ -114,8 +139,11 @@ class EnvPool:
                 except (EOFError, OSError):
                     results[i] = self._fail(i, f"worker crashed during {cmd} (exit code {self._procs[i].exitcode})")
                     continue
-                results[i] = value if status == "ok" else self._fail(i, value, restart=False)
-        return [results[i] for i in slots]
+                if status != "ok":  # the environment raised: restart the worker like a crashed one
+                    results[i] = self._fail(i, value)
+                elif cmd != "build":
+                    results[i] = value
+        return results
 
     def _call_local(self, i: int, cmd: str, payload) -> Step | EnvFailure:
         try:

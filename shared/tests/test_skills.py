@@ -1,0 +1,110 @@
+"""Skill selection by the official `SkillProvider` rules and the prompts that carry the skills (SDAR, AgentOPSD;
+ZJU-REAL/SDAR@8b85c23 `verl/trainer/ppo/rlsd_utils.py`, `rlsd_ray_trainer.py`, `main_skill_grpo.py`)."""
+
+import pytest
+
+from agentrl_shared.models import qwen_tokenizer
+from agentrl_shared.prompts import chat_messages, make_prompt
+from agentrl_shared.skills import (
+    SKILL_HEADER,
+    WEBSHOP_KEYWORDS,
+    keyword_skills,
+    search_skill,
+    skill_text,
+    student_prompt,
+    teacher_prompt,
+    teacher_skills,
+)
+
+
+def general(env: str) -> str:
+    return skill_text(env, "general")
+
+
+def test_alfworld_teacher_from_gamefile_then_keywords():
+    path = "/d/json_2.1.1/valid_seen/{}-Apple-None-Fridge-1/trial_1/game.tw-pddl"
+    for game_type, skill in [
+        ("pick_heat_then_place_in_recep", "heat"),
+        ("pick_two_obj_and_place", "pick_and_place"),
+        ("pick_and_place_simple", "pick_and_place"),
+        ("look_at_obj_in_light", "look_at_obj_in_light"),
+    ]:
+        text = teacher_skills("alfworld", {"gamefile": path.format(game_type)}, "put two apples in the fridge")
+        assert text == general("alfworld") + "\n\n" + skill_text("alfworld", skill)
+    # no game file: every keyword hit (any keyword of a type), e.g. "cool" and "put"
+    text = teacher_skills("alfworld", {}, "Your task is to: cool some apple and put it in fridge.")
+    assert text == "\n\n".join(
+        [general("alfworld"), skill_text("alfworld", "cool"), skill_text("alfworld", "pick_and_place")]
+    )
+
+
+def test_search_rules_as_the_official_substring_test_behaves():
+    assert search_skill("nq", "which x or y") == "direct_retrieval"
+    assert search_skill("popqa", "") == "entity_attribute_lookup"
+    assert search_skill("hotpotqa", "which is older, a or b") == "multi_hop_reasoning"
+    # substrings, not words: "for" inside "before"/"information" blocks compare, "or" inside "world" allows it
+    assert search_skill("2wikimultihopqa", "which film came out first, x or y") == "compare"
+    assert search_skill("2wikimultihopqa", "which came before, x or y") == "multi_hop_reasoning"
+    assert search_skill("bamboogle", "which world cup") == "compare"
+    assert search_skill("unknown_source", "who wrote it") is None
+    # with our template (as with the official one) the prompt always holds "for": compare is never picked
+    prompt = make_prompt("search").render("which film came out first, x or y", [], "", [])
+    assert "for" in prompt.lower()
+    assert teacher_skills("search_qa", {"data_source": "musique"}, prompt).endswith(
+        skill_text("search", "multi_hop_reasoning")
+    )
+    assert teacher_skills("search_qa", {"data_source": "somewhere"}, prompt) == general("search")
+
+
+def test_webshop_keyword_map_other_never_picked():
+    assert WEBSHOP_KEYWORDS["other"] == ()
+    assert keyword_skills("webshop", "i need a bluetooth SPEAKER and a leather wallet") == [
+        "electronics",
+        "accessories",
+    ]
+    assert keyword_skills("webshop", "i want organic green tea, a toy and a book") == []
+    prompt = make_prompt("webshop").render("i need a usb cable", [], "'Search'", ["search[<your query>]"])
+    text = teacher_skills("webshop", {}, prompt)
+    assert text == general("webshop") + "\n\n" + skill_text("webshop", "electronics")
+    assert skill_text("webshop", "other") not in teacher_skills("webshop", {}, prompt + " snack food gift")
+
+
+def test_unknown_environment_and_textrooms():
+    with pytest.raises(ValueError, match="valid: alfworld, webshop, search_qa, textrooms"):
+        teacher_skills("sokoban", {}, "")
+    text = teacher_skills("textrooms", {"task_type": "fetch"}, "")
+    assert "wrench" in text and text.startswith(general("textrooms"))
+
+
+def test_skill_documents_comparable_to_the_official_ones():
+    """Like the official documents: 5 or more numbered strategies with a "when to apply" clause, about 1-4 KB."""
+    names = {
+        "alfworld": ["general", "pick_and_place", "look_at_obj_in_light", "clean", "heat", "cool"],
+        "webshop": ["general", *WEBSHOP_KEYWORDS],
+        "search": ["general", "direct_retrieval", "multi_hop_reasoning", "entity_attribute_lookup", "compare"],
+    }
+    for env, docs in names.items():
+        for name in docs:
+            text = skill_text(env, name)
+            assert 800 <= len(text) <= 4500, (env, name, len(text))
+            assert sum(line[:2].rstrip(".").isdigit() for line in text.splitlines()) >= 5, (env, name)
+
+
+def test_teacher_and_student_prompt_positions():
+    tok = qwen_tokenizer()
+    prompt = make_prompt("alfworld")
+    user = prompt.render("", [], "You are in a room. Your task is to: put a clean mug in cabinet.", ["look"])
+    text = tok.apply_chat_template(chat_messages(prompt, user), tokenize=False, add_generation_prompt=True)
+    legacy = teacher_prompt(text, "SKILL")
+    assert legacy == SKILL_HEADER + "SKILL\n\n" + text  # before the whole templated prompt, outside any turn
+    in_user = teacher_prompt(text, "SKILL", "user")
+    assert in_user.replace(SKILL_HEADER + "SKILL\n\n", "") == text
+    assert in_user.index("<|im_start|>user\n" + SKILL_HEADER) == text.index("<|im_start|>user\n")
+    with pytest.raises(ValueError, match="valid: legacy, user"):
+        teacher_prompt(text, "SKILL", "system")
+    # Skill-GRPO: skills chosen from the user message ("clean", "put"), inside it, after the system header
+    student = student_prompt("alfworld", text, {"gamefile": "unused"})
+    block = SKILL_HEADER + "\n\n".join(
+        [general("alfworld"), skill_text("alfworld", "clean"), skill_text("alfworld", "pick_and_place")]
+    )
+    assert "<|im_start|>user\n" + block + "\n\n\nYou are an expert agent" in student

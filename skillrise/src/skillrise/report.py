@@ -1,0 +1,82 @@
+"""`skillrise report`: the README results tables and learning curves, generated from result files only.
+
+Ours come from `skillrise/results/<scale>/<method>/seed*/results.json`; the paper publishes no numbers (its results
+are a figure only), so the Paper column says so. A row with no result file says `not run`.
+"""
+
+import json
+from pathlib import Path
+
+from agentrl_shared.report import markdown_table, mean_std, plot_curves, replace_block
+
+
+PACKAGE_DIR = Path(__file__).resolve().parents[2]
+RESULTS = PACKAGE_DIR / "results"
+METHOD_NAMES = {"untrained": "Untrained (skill carry)", "grpo": "GRPO (group 24 matched; 12 at CPU scale)",
+                "no_carry": "No carry", "reflect": "Reflection carry (LaMer-style)", "skillrise": "SkillRise"}  # fmt: skip
+PAPER = "n/a (figure only)"
+HEADER = ["Env", "Model", "Method", "Metric", "Paper", "Ours (mean +- std, n seeds)", "commit"]
+
+
+def load_runs(scale: str) -> dict[str, list[dict]]:
+    """`{method: [results.json payloads, one per seed]}` for one scale."""
+    runs: dict[str, list[dict]] = {}
+    for path in sorted((RESULTS / scale).glob("*/seed*/results.json")):
+        runs.setdefault(path.parent.parent.name, []).append(json.loads(path.read_text()))
+    return runs
+
+
+def metric_rows(env: str, model: str, runs: dict[str, list[dict]], K: int) -> list[list[str]]:
+    """Repeat-mode cumulative pass@1..K and cross-mode per-position pass@1, one row per method and metric."""
+    rows = []
+    metrics = [("repeat", f"pass@{k}", f"repeat pass@{k} %") for k in range(1, K + 1)]
+    metrics += [("cross", f"success_pos{p}", f"cross pass@1, task {p + 1} %") for p in range(K)]
+    for method, name in METHOD_NAMES.items():
+        payloads = runs.get(method, [])
+        commits = ", ".join(sorted({p["commit"] for p in payloads})) or "-"
+        for mode, key, label in metrics:
+            values = [p["final"][mode][key] for p in payloads if key in p["final"].get(mode, {})]
+            rows.append([env, model, name, label, PAPER, mean_std(values), commits])
+    return rows
+
+
+def curves(runs: dict[str, list[dict]], path: Path, title: str) -> None:
+    series = {
+        METHOD_NAMES[m]: [[(pt["rollouts"], 100 * pt["repeat"]["pass@1"]) for pt in p["curve"] if "repeat" in pt]
+                          for p in payloads]
+        for m, payloads in runs.items()
+        if any(p["curve"] for p in payloads)
+    }  # fmt: skip
+    plot_curves(series, path, "rollouts", "held-out repeat-mode pass@1 %", title)
+
+
+def bench_block(path: Path) -> str:
+    """The SkillRise/GRPO cost ratio from `bench-results.json`, or `not run`."""
+    data = json.loads(path.read_text()) if path.exists() else {}
+    key = "skillrise/cost_per_token_ratio_skillrise_over_grpo"
+    if key not in data:
+        return "not run"
+    rows = [["step time (s)", f"{data['skillrise/grpo_step_time_s']:.2f}", f"{data['skillrise/skillrise_step_time_s']:.2f}"],
+            ["generated tokens per step", f"{data['skillrise/grpo_generated_tokens_per_step']:.0f}",
+             f"{data['skillrise/skillrise_generated_tokens_per_step']:.0f}"],
+            ["cost per generated token, SkillRise / GRPO", "1.00", f"{data[key]:.2f}"]]  # fmt: skip
+    return markdown_table(["Comparison", "GRPO", "SkillRise"], rows) + f"\n\ncommit {data['skillrise/commit']}"
+
+
+def report() -> None:
+    readme_path = PACKAGE_DIR / "README.md"
+    text = readme_path.read_text()
+    cpu = load_runs("cpu")
+    text = replace_block(text, "results-cpu", markdown_table(HEADER, metric_rows("TextRooms", "SmolLM2-135M-Instruct",
+                                                                                 cpu, 3)))  # fmt: skip
+    paper = load_runs("paper")
+    rows = []
+    for env, model in (("scienceworld", "Qwen3-4B"), ("alfworld", "Qwen3-4B"), ("webshop", "Qwen3-4B")):
+        mine = {m: [p for p in ps if p["env"] == env] for m, ps in paper.items()}
+        rows += metric_rows(env, model, mine, 3)
+    text = replace_block(text, "results-paper", markdown_table(HEADER, rows))
+    text = replace_block(text, "bench", bench_block(PACKAGE_DIR.parent / "bench-results.json"))
+    readme_path.write_text(text)
+    if cpu:
+        curves(cpu, RESULTS / "cpu" / "learning_curves.png", "TextRooms, SmolLM2-135M (CPU scale)")
+    print(f"[report] wrote {readme_path}")

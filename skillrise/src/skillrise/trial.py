@@ -1,0 +1,387 @@
+"""The SkillRise trial: Solve(x_0) -> Curate(0) -> Solve(x_1) -> ... -> Solve(x_{K-1}), one policy (SkillRise 2.2-2.3).
+
+A trial carries one in-context skill document S, empty at the start of every trial and never persisted across trials.
+Solve turns are per-turn rows played by the shared `RolloutCollector`; the solve prompt is the environment family's
+prompt with a "Current Skill Document" section after its role line. After task p (p < K-1) one curate generation
+rewrites S from the old S, the last attempt (up to `curate_history` steps) and its outcome; the last
+`<skill>...</skill>` block, stripped and cut to 4000 characters, replaces S, and on a parse failure S is kept and the
+row is flagged invalid (penalised by the trainer). Structure and parsing follow the official
+`agent_system/environments/skillrise_sciworld/{prompt,projection,env_manager}.py` and
+`agent_system/multi_turn_rollout/skillrise_rollout_loop.py` (lyq1119/SkillRise-reproduction-and-refinement@79bbd91,
+imported from Within-yao/SkillRise); the wording is ours.
+
+Carry modes (official `carry_mode`): `skill` (SkillRise), `none` (K tasks back to back, empty document, no curate
+phase: the GRPO/no-carry baselines), `reflect` (LaMer-style: a reflection on the last attempt replaces the carried
+text). Task modes: `cross` (K different tasks of a family) and `repeat` (the same task K times; a trial that already
+won skips its later attempts, as the official loop keeps `is_done = is_won`).
+"""
+
+import time
+from dataclasses import dataclass, field
+
+from agentrl_shared.envs.base import EnvFailure, Step
+from agentrl_shared.prompts import Turn
+from agentrl_shared.rollout import Episode, GenerateFn, RolloutCollector, Row
+
+
+CARRY_MODES = ("skill", "none", "reflect")
+DOC_SLOT = "<<skillrise-document>>"  # placeholder the solve prompt renders and `insert_document` fills per trial
+EMPTY_DOCUMENT = "(The skill document is empty: no skills have been distilled yet.)"
+SKILL_HEADER = (
+    "## Current Skill Document\n"
+    "These skills were distilled from earlier tasks of the SAME family. Apply one only when you are confident it fits "
+    "the current situation; ignore any that does not."
+)
+REFLECTION_HEADER = (
+    "## Reflection on Your Previous Attempt\n"
+    "You wrote this after your previous attempt. Use it where it applies to the current task."
+)
+EMPTY_REFLECTION = "(No reflection yet: this is the first attempt.)"
+CURATE_PROMPT = """You maintain a SKILL DOCUMENT for an agent that solves a family of related {env} tasks. You have \
+just watched one attempt. Revise the document so that the agent solves the LATER tasks of this family more reliably.
+
+## Old Skill Document
+{document}
+
+## Most Recent Attempt (observations and the agent's actions)
+{trajectory}
+Outcome of this attempt: {outcome}
+
+## What to do
+Rewrite the skill document, starting from the old one and refining it with what this attempt showed. Rules:
+- Abstract, do not memorise: say "the target object" or "the right container" instead of concrete names, ids, \
+places or numbers.
+- Ground every statement in what actually happened above; never invent steps you did not see.
+- If the attempt failed, turn the point of failure into a concrete pitfall.
+- Be concise: a short, precise document beats a long one. If the attempt taught little, keep the old document \
+nearly unchanged.
+- Do not copy the trajectory; distil a reusable procedure, not a history.
+
+Headers that often fit (optional): ## When to use, ## Workflow, ## Pitfalls.
+
+Reason first, then give the FULL revised skill document inside <skill> </skill> tags."""
+REFLECT_PROMPT = """You just made one attempt at a {env} task and will try again.
+
+## Your Attempt (observations and your actions)
+{trajectory}
+Outcome of this attempt: {outcome}
+
+Reflect on what went wrong or right and write a short plan for the next attempt. Reason first, then give the \
+reflection inside <reflection> </reflection> tags."""
+ENV_LABELS = {"alfworld": "ALFRED household", "webshop": "WebShop shopping", "scienceworld": "ScienceWorld",
+              "textrooms": "TextRooms household"}  # fmt: skip
+
+
+def parse_tagged(text: str, tag: str, max_chars: int) -> str | None:
+    """The LAST `<tag>...</tag>` block, stripped and cut to `max_chars`; None when there is none (official
+    `skillrise_sciworld/projection.py`, curate phase: `rfind` of both tags, `[:4000]`)."""
+    start, end = text.rfind(f"<{tag}>"), text.rfind(f"</{tag}>")
+    if start == -1 or end == -1 or end <= start:
+        return None
+    return text[start + len(tag) + 2 : end].strip()[:max_chars]
+
+
+def document_section(document: str, carry_mode: str) -> str:
+    """The section the solve prompt carries: the skill document (or reflection), with a placeholder when empty."""
+    if carry_mode == "reflect":
+        return f"{REFLECTION_HEADER}\n{document.strip() or EMPTY_REFLECTION}"
+    return f"{SKILL_HEADER}\n{document.strip() or EMPTY_DOCUMENT}"
+
+
+class SolvePrompt:
+    """An environment prompt family with SkillRise's document section after its role line (first paragraph).
+
+    Families without a blank line after the role line (TextRooms) get the section first. Projection is the family's.
+    """
+
+    def __init__(self, base):
+        self.base = base
+        self.name = f"skillrise-{base.name}"
+        self.assistant_prefix = base.assistant_prefix
+        self.example_messages = base.example_messages
+
+    def render(self, task: str, history: list[Turn], observation: str, admissible: list[str]) -> str:
+        text = self.base.render(task, history, observation, admissible)
+        head, sep, tail = text.partition("\n\n")
+        if not sep:
+            return f"{DOC_SLOT}\n\n{text}"
+        return f"{head}\n\n{DOC_SLOT}\n\n{tail}"
+
+    def project(self, text: str) -> tuple[str, bool]:
+        return self.base.project(text)
+
+
+def format_attempt(observations: list[str], actions: list[str], max_steps: int) -> str:
+    """The last `max_steps` steps of an attempt: the initial observation, then action / observation pairs."""
+    lines = [f"Initial observation: {observations[0]}"] if observations else []
+    steps = list(zip(actions, observations[1:], strict=False))
+    first = max(len(steps) - max_steps, 0)
+    if first:
+        lines = [f"(the first {first} step(s) are omitted)"]
+    for k, (action, obs) in enumerate(steps[first:], start=first + 1):
+        lines.append(f"Action {k}: {action}\nObservation {k}: {obs}")
+    return "\n".join(lines)
+
+
+class RecordingPool:
+    """Wraps an `EnvPool` and keeps each slot's observations since its last reset (the curate prompt's attempt)."""
+
+    def __init__(self, pool):
+        self.pool, self.num_slots = pool, pool.num_slots
+        self.observations: dict[int, list[str]] = {}
+
+    def reset(self, slots: list[int], tasks: list[dict], seeds: list[int]) -> list[Step | EnvFailure]:
+        out = self.pool.reset(slots, tasks, seeds)
+        for slot, step in zip(slots, out, strict=True):
+            self.observations[slot] = [] if isinstance(step, EnvFailure) else [step.observation]
+        return out
+
+    def step(self, slots: list[int], actions: list[str]) -> list[Step | EnvFailure]:
+        out = self.pool.step(slots, actions)
+        for slot, step in zip(slots, out, strict=True):
+            if not isinstance(step, EnvFailure):
+                self.observations[slot].append(step.observation)
+        return out
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+@dataclass
+class Trial:
+    """One trial: K task positions, the episodes played, the carry rows, and the document before each position."""
+
+    trial_id: int
+    group_id: int
+    tasks: list[dict]
+    seed: int
+    episodes: list[Episode | None] = field(default_factory=list)  # None: skipped (repeat mode, already won)
+    carry_rows: dict[int, Row] = field(default_factory=dict)  # position p -> the curate/reflect row after task p
+    documents: list[str] = field(default_factory=list)  # the document the solve prompt showed at each position
+
+    @property
+    def K(self) -> int:
+        return len(self.tasks)
+
+    def won(self, p: int) -> bool:
+        ep = self.episodes[p]
+        return ep is not None and ep.won
+
+    @property
+    def failed(self) -> bool:
+        return any(ep is not None and ep.failed for ep in self.episodes)
+
+    def outcomes(self, reward_scale: float) -> list[float]:
+        """r_p = reward_scale * won_p (the official r_p, the sum of play rewards, is 10 on a win and 0 otherwise)."""
+        return [reward_scale * self.won(p) for p in range(self.K)]
+
+    def rows(self) -> list[tuple[Row, int]]:
+        """Every row of the trial in play order with its task position: solve turns of task p, then its carry row."""
+        out = []
+        for p, ep in enumerate(self.episodes):
+            if ep is not None:
+                out += [(r, p) for r in ep.rows]
+            if p in self.carry_rows:
+                out.append((self.carry_rows[p], p))
+        return out
+
+
+class TrialRunner:
+    """Plays trials of K positions for all trials of a rank together (one batched generation per turn / carry phase).
+
+    Args:
+        pool (`EnvPool`): one slot per concurrent trial.
+        base_prompt: the environment's prompt family (`agentrl_shared.prompts`); wrapped in `SolvePrompt`.
+        tokenizer: the policy's tokenizer.
+        env_name (`str`): names the task family in the curate prompt.
+        max_turns (`int`): turn cap per task (SkillRise `env.max_turns`: 10 ALFWorld, 12 WebShop, 30 ScienceWorld).
+        max_prompt_length (`int`): prompts are left-truncated to this many tokens (counted).
+        carry_mode (`str`): `skill`, `none` or `reflect`.
+        skill_max_chars (`int`): cap of the parsed document (4000).
+        curate_history (`int`): attempt steps shown to the curate prompt.
+        curate_prefix (`str`): text prefilled after the assistant header of curate turns (`""` in the paper; the CPU
+            scale prefills `<skill>` so that a 135M model writes a document at all).
+        chat_template_kwargs (`dict`, *optional*): e.g. `{"enable_thinking": False}` for Qwen3.
+    """
+
+    def __init__(
+        self,
+        pool,
+        base_prompt,
+        tokenizer,
+        env_name: str,
+        max_turns: int,
+        max_prompt_length: int,
+        carry_mode: str = "skill",
+        skill_max_chars: int = 4000,
+        curate_history: int = 30,
+        curate_prefix: str = "",
+        chat_template_kwargs: dict | None = None,
+    ):
+        if carry_mode not in CARRY_MODES:
+            raise ValueError(f"Unknown carry_mode {carry_mode!r}; valid: {', '.join(CARRY_MODES)}.")
+        self.pool = RecordingPool(pool)
+        self.tokenizer, self.env_name, self.carry_mode = tokenizer, env_name, carry_mode
+        self.max_prompt_length, self.skill_max_chars = max_prompt_length, skill_max_chars
+        self.curate_history, self.curate_prefix = curate_history, curate_prefix
+        self.chat_template_kwargs = chat_template_kwargs or {}
+        self.prompt = SolvePrompt(base_prompt)
+        self.collector = RolloutCollector(
+            self.pool, self.prompt, tokenizer, max_turns, max_prompt_length, self.insert_document,
+            self.chat_template_kwargs,
+        )  # fmt: skip
+        self.timings = self.collector.timings
+
+    def insert_document(self, text: str, task: dict) -> str:
+        """`RolloutCollector` prompt transform: fill the document slot with the trial's current document."""
+        return text.replace(DOC_SLOT, document_section(task["skill_document"], self.carry_mode))
+
+    def carry_prompt(self, document: str, observations: list[str], actions: list[str], won: bool) -> str:
+        """The chat-templated curate (or reflect) prompt, ending with `curate_prefix`."""
+        env = ENV_LABELS.get(self.env_name, self.env_name)
+        trajectory = format_attempt(observations, actions, self.curate_history)
+        outcome = "SUCCESS" if won else "FAILURE (the task was not completed)"
+        if self.carry_mode == "reflect":
+            user = REFLECT_PROMPT.format(env=env, trajectory=trajectory, outcome=outcome)
+        else:
+            user = CURATE_PROMPT.format(
+                env=env, document=document.strip() or EMPTY_DOCUMENT, trajectory=trajectory, outcome=outcome
+            )
+        text = self.tokenizer.apply_chat_template(
+            [{"role": "user", "content": user}], tokenize=False, add_generation_prompt=True,
+            **self.chat_template_kwargs,
+        )  # fmt: skip
+        return text + self.curate_prefix
+
+    def run(
+        self,
+        groups: list[list[dict]],
+        group_ids: list[int],
+        seeds: list[int],
+        generate: GenerateFn,
+        sync_active=lambda n: n,
+        trial_offset: int = 0,
+        skip_won: bool = False,
+    ) -> list[Trial]:
+        """Play one trial per group (slot i plays group i); returns the trials in input order.
+
+        Every rank makes the same generation calls: the collector keeps the solve turns in lock-step, and each carry
+        phase is exactly one call (a dummy prompt when this rank has nothing to curate).
+        """
+        K = len(groups[0]) if groups else 0
+        if any(len(g) != K for g in groups):
+            raise ValueError("All groups of a rollout must have the same K.")
+        trials = [
+            Trial(trial_offset + i, g_id, g, s)
+            for i, (g, g_id, s) in enumerate(zip(groups, group_ids, seeds, strict=True))
+        ]
+        documents = [""] * len(trials)  # the document starts empty in every trial (never persisted)
+        for p in range(K):
+            playing = [i for i, t in enumerate(trials) if not (skip_won and any(t.won(q) for q in range(p)))]
+            for i, t in enumerate(trials):
+                t.documents.append(documents[i])
+            tasks = [{**trials[i].tasks[p], "skill_document": documents[i]} for i in playing]
+            episodes = self.collector.collect(
+                tasks, [trials[i].group_id for i in playing], [trials[i].seed for i in playing], generate,
+                sync_active, episode_offset=(trial_offset + len(trials) * p),
+            )  # fmt: skip
+            by_trial = dict(zip(playing, episodes, strict=True))
+            observations = {i: self.pool.observations.get(k, []) for k, i in enumerate(playing)}
+            for i, t in enumerate(trials):
+                ep = by_trial.get(i)
+                if ep is not None:
+                    for row in ep.rows:
+                        row.role, row.episode_id = "play", t.trial_id
+                t.episodes.append(ep)
+            if p == K - 1 or self.carry_mode == "none":
+                continue
+            self._carry(trials, playing, by_trial, observations, documents, p, generate)
+        return trials
+
+    def _carry(self, trials, playing, by_trial, observations, documents, p, generate) -> None:
+        """One curate (or reflect) generation for every trial that played position p; updates `documents`."""
+        texts, ids, truncated = [], [], []
+        for i in playing:
+            ep = by_trial[i]
+            text = self.carry_prompt(documents[i], observations[i], [r.action for r in ep.rows], ep.won)
+            tok = self.tokenizer(text, add_special_tokens=False).input_ids
+            texts.append(text)
+            ids.append(tok[-self.max_prompt_length :])
+            truncated.append(len(tok) > self.max_prompt_length)
+        t0 = time.perf_counter()
+        completions, logps = generate(ids if ids else [[self.tokenizer.pad_token_id]])
+        self.timings["generate_s"] += time.perf_counter() - t0
+        tag = "reflection" if self.carry_mode == "reflect" else "skill"
+        for k, i in enumerate(playing):
+            completion_text = self.tokenizer.decode(completions[k], skip_special_tokens=True)
+            parsed = parse_tagged(self.curate_prefix + completion_text, tag, self.skill_max_chars)
+            if parsed is not None:  # on a parse failure the old document is kept (official env_manager)
+                documents[i] = parsed
+            t = trials[i]
+            t.carry_rows[p] = Row(
+                prompt_ids=ids[k],
+                completion_ids=list(completions[k]),
+                sampling_logps=None if logps is None else list(logps[k]),
+                prompt_text=texts[k],
+                completion_text=completion_text,
+                action=documents[i],
+                is_action_valid=parsed is not None,
+                group_id=t.group_id,
+                episode_id=t.trial_id,
+                turn_idx=0,
+                role="curate" if self.carry_mode == "skill" else "reflect",
+                prompt_truncated=truncated[k],
+                failed=by_trial[i].failed,
+            )
+
+
+# --- evaluation protocols (official `success_evaluator` of skillrise_sciworld/env_manager.py) ---
+def trial_record(trial: Trial) -> dict:
+    """What an evaluation log keeps of a trial (no token ids)."""
+    return {
+        "task_ids": [t["task_id"] for t in trial.tasks],
+        "family": trial.tasks[0].get("family", trial.tasks[0].get("task_type")),
+        "padded": [bool(t.get("padded", False)) for t in trial.tasks],
+        "seed": trial.seed,
+        "won": [trial.won(p) for p in range(trial.K)],
+        "played": [ep is not None for ep in trial.episodes],
+        "failed": trial.failed,
+        "turns": [0 if ep is None else len(ep.rows) for ep in trial.episodes],
+        "curate_valid": [trial.carry_rows[p].is_action_valid for p in sorted(trial.carry_rows)],
+        "documents": trial.documents,
+        "actions": [[] if ep is None else [r.action for r in ep.rows] for ep in trial.episodes],
+    }
+
+
+def summarize_trials(records: list[dict], mode: str, seeds: list[int]) -> dict:
+    """`repeat`: cumulative pass@k, k = 1..K (solved in any of the first k attempts of the same task).
+    `cross`: per-position pass@1 over non-padded positions, and their mean `success_rate`. Means over seeds."""
+    import statistics
+
+    if not records:
+        return {}
+    K = len(records[0]["won"])
+    per_seed: dict[str, list[float]] = {}
+    for s in seeds:
+        mine = [r for r in records if r["seed"] == s and not r["failed"]]
+        values: dict[str, float] = {}
+        if mode == "repeat":
+            for k in range(K):
+                values[f"pass@{k + 1}"] = sum(any(r["won"][: k + 1]) for r in mine) / max(len(mine), 1)
+        else:
+            all_won = []
+            for p in range(K):
+                won = [r["won"][p] for r in mine if not r["padded"][p]]
+                all_won += won
+                values[f"success_pos{p}"] = sum(won) / max(len(won), 1)
+            values["success_rate"] = sum(all_won) / max(len(all_won), 1)
+        curate = [v for r in mine for v in r["curate_valid"]]
+        if curate:
+            values["curate_parse_ratio"] = sum(curate) / len(curate)
+        for key, value in values.items():
+            per_seed.setdefault(key, []).append(value)
+    out: dict = {"mode": mode, "K": K, "num_trials": len(records), "failed_trials": sum(r["failed"] for r in records)}
+    for key, vals in per_seed.items():
+        out[key] = statistics.fmean(vals)
+        out[f"{key}_std"] = statistics.stdev(vals) if len(vals) > 1 else 0.0
+    return out

@@ -1,0 +1,99 @@
+"""`vad report`: file finished runs' results, then rebuild the README results table and the learning curves.
+
+Every paper row (`paper_results.json`: Tab. 1-4 keyed by benchmark average, model and row) shows our mean +- std over
+seeds from the result files whose model and row match, or "not run". Rows we ran that the paper has no number for
+(the CPU mechanics check) follow, with the training signal of the same runs.
+"""
+
+import importlib.resources
+import json
+import logging
+import shutil
+import statistics
+from pathlib import Path
+
+from agentrl_shared.report import markdown_table, plot_curves, replace_block
+
+
+logger = logging.getLogger(__name__)
+NOT_IMPLEMENTED = {"vision_opd": "not run (EMA teacher not implemented)"}
+
+
+def paper_rows() -> list[dict]:
+    return json.loads((importlib.resources.files("vad") / "paper_results.json").read_text())["rows"]
+
+
+def file_runs(runs: list[Path], results: Path) -> int:
+    """Copy each `result.json` under `runs` to `results/<config>/<row>_seed<s>.json`; returns how many."""
+    count = 0
+    for run in runs:
+        for path in sorted(run.rglob("result.json")):
+            rec = json.loads(path.read_text())
+            dest = results / rec["config"] / f"{rec['row']}_seed{rec['seed']}.json"
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, dest)
+            count += 1
+    return count
+
+
+def _cell(values: list[float]) -> str:
+    if not values:
+        return "not run"
+    std = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{statistics.fmean(values):.2f} +- {std:.2f} (n={len(values)})"
+
+
+def _signal(recs: list[dict], key: str) -> str:
+    """First -> last logged value of `key` in the runs' training logs (mean over seeds)."""
+    firsts, lasts = [], []
+    for rec in recs:
+        values = [h[key] for h in rec.get("log_history", []) if key in h]
+        if values:
+            firsts.append(values[0])
+            lasts.append(values[-1])
+    return f"{statistics.fmean(firsts):.3g} -> {statistics.fmean(lasts):.3g}" if firsts else "-"
+
+
+def report(runs: list[Path], results: Path, readme: Path) -> str:
+    """File `runs` into `results`, rebuild the README block `results` and `results/<config>/curves.png`."""
+    filed = file_runs(runs, results)
+    records = [json.loads(p.read_text()) for p in sorted(results.rglob("*.json"))]
+    logger.info("filed %d run(s); %d result file(s) under %s", filed, len(records), results)
+    header = ["Benchmark", "Model", "Row", "Paper", "Ours (mean +- std, n seeds)", "commit"]
+    rows, used = [], set()
+    for paper in paper_rows():
+        match = [r for r in records if r["model"] == paper["model"] and r["row"] == paper["row"]]
+        values = [r["scores"][paper["benchmark"]] for r in match if paper["benchmark"] in r["scores"]]
+        used.update(id(r) for r in match)
+        cell = _cell(values) if values or paper["row"] not in NOT_IMPLEMENTED else NOT_IMPLEMENTED[paper["row"]]
+        commits = ", ".join(sorted({r["commit"] for r in match})) or "-"
+        rows.append([paper["benchmark"], paper["model"], paper["row"], f"{paper['value']} ({paper['source']})", cell,
+                     commits])  # fmt: skip
+    table = markdown_table(header, rows)
+    extra: dict[tuple[str, str, str], list[dict]] = {}
+    for rec in records:
+        if id(rec) not in used:
+            extra.setdefault((rec["config"], rec["model"], rec["row"]), []).append(rec)
+    if extra:
+        lines = []
+        for (config, model, row), recs in sorted(extra.items()):
+            for bench in sorted({b for r in recs for b in r["scores"]}):
+                values = [r["scores"][bench] for r in recs if bench in r["scores"]]
+                lines.append([bench, f"{model} ({config})", row, _cell(values), _signal(recs, "vad/vis_loss"),
+                              _signal(recs, "reward"), ", ".join(sorted({r["commit"] for r in recs}))])  # fmt: skip
+        table += "\n\nRuns without a paper number (accuracy in %; training signal = first -> last logged value):\n\n"
+        table += markdown_table(["Benchmark", "Model (config)", "Row", "Ours (mean +- std, n seeds)",
+                                 "train D(q, p_S)", "train accuracy", "commit"], lines)  # fmt: skip
+        for config in sorted({k[0] for k in extra}):
+            series = {}
+            for (cfg, _, row), recs in extra.items():
+                if cfg == config:
+                    curves = [[(h["step"], h["vad/vis_loss"]) for h in r.get("log_history", []) if "vad/vis_loss" in h]
+                              for r in recs]  # fmt: skip
+                    if any(curves):
+                        series[row] = [c for c in curves if c]
+            if series:
+                plot_curves(series, results / config / "curves.png", "optimizer step", "D(q, p_S) (token mean)",
+                            f"vad {config}: distillation loss")  # fmt: skip
+    readme.write_text(replace_block(readme.read_text(), "results", table))
+    return table

@@ -1,0 +1,115 @@
+"""Views (paper Sec. 3.1), the procedural counterfactual and the Vision-OPD-6K loader (official layout)."""
+
+import json
+import random
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from vad import views
+
+
+def _checker(size=200):
+    arr = (np.indices((size, size)).sum(0) % 2 * 255).astype(np.uint8)
+    return Image.fromarray(np.stack([arr] * 3, -1))
+
+
+def test_views_crop_and_pixelation():
+    img = _checker()
+    v = views.make_views(img, (100, 60, 140, 100), crop_context=2.0, degrade_scale=0.1)
+    assert v.full.size == (200, 200) and v.plus.size == (80, 80)
+    assert np.array_equal(np.asarray(v.plus), np.asarray(img.crop((80, 40, 160, 120))))
+    minus = np.asarray(v.minus)
+    region = minus[20:60, 20:60, 0]  # 4 x 4 blocks of 10 px, constant inside each block
+    assert all(len(np.unique(region[i : i + 10, j : j + 10])) == 1 for i in range(0, 40, 10) for j in range(0, 40, 10))
+    assert np.array_equal(minus[:20], np.asarray(v.plus)[:20])
+
+
+def test_views_full_framing_and_edges():
+    img = _checker()
+    v = views.make_views(img, (0, 0, 30, 30), minus_framing="full")
+    assert v.minus.size == img.size and v.plus.size == (60, 60)
+    assert np.array_equal(np.asarray(v.minus)[100:], np.asarray(img)[100:])
+    with pytest.raises(ValueError, match="crop, full"):
+        views.make_views(img, (0, 0, 30, 30), minus_framing="other")
+
+
+def test_procedural_counterfactual_removes_the_evidence():
+    """No sample has x+ == x-, and x- is the same image whatever the answer (the answer cannot be read from it)."""
+    for seed in range(200):
+        sample = views.procedural_sample(random.Random(seed))
+        v = views.make_views(sample.image, sample.box)
+        assert not np.array_equal(np.asarray(v.plus), np.asarray(v.minus)), seed
+        if seed >= 40:  # the answer-independence check on the first 40 samples (it renders each 3 more times)
+            continue
+        minus, plus = [], []
+        for pattern in views.PATTERNS:
+            alt = views.procedural_sample(random.Random(seed), pattern=pattern)
+            assert alt.box == sample.box and alt.question == sample.question
+            w = views.make_views(alt.image, alt.box)
+            minus.append(np.asarray(w.minus).astype(int))
+            plus.append(np.asarray(w.plus).astype(int))
+        # x-: identical up to rounding (<= 2 levels) for every answer; x+: the answers differ by full colour steps
+        assert max(np.abs(m - minus[0]).max() for m in minus) <= 2, seed
+        assert min(np.abs(p - q).max() for i, p in enumerate(plus) for q in plus[i + 1 :]) > 50, seed
+
+
+def test_procedural_rows_deterministic_and_well_formed():
+    rows = views.procedural_rows(6, seed=3, image_size=224)
+    again = views.procedural_rows(6, seed=3, image_size=224)
+    for a, b in zip(rows, again):
+        assert a["answer"] == b["answer"] and a["prompt"] == b["prompt"]
+        assert np.array_equal(np.asarray(a["image"]), np.asarray(b["image"]))
+    for row in rows:
+        text = row["prompt"][0]["content"]
+        assert row["answer"] in "ABC" and "(C) " in text and text.endswith("directly.")
+        assert row["image"].size == (224, 224) and row["image_plus"].size == (20, 20)
+
+
+def _vision_opd(tmp_path, n=3, teacher=True):
+    (tmp_path / "images").mkdir()
+    (tmp_path / "teacher_images").mkdir()
+    with (tmp_path / "train.jsonl").open("w") as f:
+        for i in range(n):
+            Image.new("RGB", (120, 90), (i, 2, 3)).save(tmp_path / "images" / f"{i}.jpg")
+            _checker(40).save(tmp_path / "teacher_images" / f"{i}.png")
+            rec = {
+                "images": [f"images/{i}.jpg"],
+                "problem": "<image>\nWhat is on the sign?\nA. stop\nB. go",
+                "answer": "B",
+                "extra_info": {"id": i},
+            }
+            if teacher:
+                rec["teacher_images"] = [f"teacher_images/{i}.png"]
+            f.write(json.dumps(rec) + "\n")
+    # a second file in the folder is not read: one file per split
+    (tmp_path / "other.jsonl").write_text("not json\n")
+
+
+def test_vision_opd_official_layout_lazy(tmp_path):
+    _vision_opd(tmp_path)
+    ds = views.load_vision_opd(tmp_path, limit=2)
+    assert len(ds) == 2 and ds.column_names == ["problem", "image_path", "teacher_path", "bbox", "answer"]
+    row = ds[1]  # decoded on access
+    assert row["prompt"] == [{"role": "user", "content": "What is on the sign?\nA. stop\nB. go"}]
+    assert row["image"].size == (120, 90) and row["image_plus"].size == (40, 40) and row["answer"] == "B"
+    # x- keeps x+'s framing (the shipped crop) with the evidence pixelated: same size, 4 x 4 flat blocks
+    minus = np.asarray(row["image_minus"])
+    assert row["image_minus"].size == row["image_plus"].size
+    assert not np.array_equal(minus, np.asarray(row["image_plus"])) and len(np.unique(minus[:10, :10])) == 1
+
+
+def test_vision_opd_errors_are_one_line(tmp_path):
+    _vision_opd(tmp_path, teacher=False)
+    with pytest.raises(views.DataError, match="teacher_images or bbox"):
+        views.load_vision_opd(tmp_path)
+    with pytest.raises(views.DataError, match="huggingface-cli download"):
+        views.load_vision_opd(tmp_path / "missing")
+
+
+def test_vision_opd_minus_full_needs_box(tmp_path):
+    _vision_opd(tmp_path)
+    ds = views.load_vision_opd(tmp_path, minus_framing="full")
+    with pytest.raises(views.DataError, match="minus_framing=crop"):
+        ds[0]
