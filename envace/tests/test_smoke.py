@@ -69,6 +69,7 @@ def zero3_env(monkeypatch):
         monkeypatch.setenv(key, value)
 
 
+@pytest.mark.slow  # not yet timed on an idle machine (README, deviation 8)
 def test_cli_trains_under_deepspeed_zero3(tmp_path, zero3_env, scripted_generation):
     out = tmp_path / "run"
     ds = files("agentrl_shared") / "accelerate" / "ds_zero3.json"
