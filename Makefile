@@ -14,7 +14,7 @@ export HF_DATASETS_OFFLINE := 1
 export HF_HUB_DISABLE_TELEMETRY := 1
 export WANDB_MODE := disabled
 
-.PHONY: help setup test test-slow reproduce eval report bench lint data check-paper
+.PHONY: help setup test test-slow reproduce eval report bench lint data check-paper compare
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -40,13 +40,17 @@ test-slow: setup  ## also run the slow tests (minutes)
 
 # each package's reproduce and report commands (vitabench2 is a harness: its "reproduce" is the offline sample run)
 REPRODUCE_sdar = sdar reproduce --scale $(SCALE) --seeds $(SEEDS)
+REPRODUCE_agentopsd = agentopsd reproduce --scale $(SCALE) --seeds $(SEEDS)
 REPRODUCE_vad = sh -c 'vad reproduce --scale $(SCALE) --output runs/vad && vad report runs/vad'
 REPRODUCE_skillrise = skillrise reproduce --scale $(SCALE) --seeds $(SEEDS)
+REPRODUCE_envace = envace reproduce --scale $(SCALE) --seeds $(SEEDS)
 REPRODUCE_vitabench2 = sh -c 'vitabench2 reproduce --output runs/vitabench2 && $(REPORT_vitabench2) \
 	runs/vitabench2/sample_smollm2_full_context runs/vitabench2/sample_smollm2_rag'
 REPORT_sdar = sdar report
+REPORT_agentopsd = agentopsd report
 REPORT_vad = vad report
 REPORT_skillrise = skillrise report
+REPORT_envace = envace report
 REPORT_vitabench2 = vitabench2 report --results vitabench2/results --readme vitabench2/README.md
 
 reproduce: check-paper setup  ## run a paper's plan: PAPER=sdar SCALE=cpu|paper SEEDS=0[,1,...]
@@ -60,6 +64,7 @@ report: check-paper setup  ## regenerate a paper's README results table and curv
 
 bench: setup  ## side-by-side speed ratios; writes bench-results.json
 	$(RUN) python -m sdar.bench
+	$(RUN) python -m agentopsd.bench
 	$(RUN) python -m agentrl_shared.bench_envs
 	$(RUN) python -m vad.bench
 	$(RUN) python -m vitabench2.bench
@@ -71,3 +76,13 @@ lint:  ## ruff check and format check
 
 data: setup  ## fetch a benchmark's official data where the network allows: ENV=alfworld
 	$(RUN) python -m agentrl_shared.envs.data $(ENV)
+
+# methods of several packages on one environment, same model, seeds and fixed panel (LABEL=PACKAGE:CONFIG:METHOD)
+COMPARE_textrooms = GRPO=agentopsd:textrooms_smollm2-135m_cpu:grpo SDAR=sdar:textrooms_smollm2-135m_cpu:sdar \
+	AgentOPSD=agentopsd:textrooms_smollm2-135m_cpu:agentopsd RLSD=agentopsd:textrooms_smollm2-135m_cpu:rlsd \
+	Skill-SD=agentopsd:textrooms_smollm2-135m_cpu:skill_sd
+
+compare: setup  ## GRPO, SDAR, AgentOPSD, RLSD, Skill-SD side by side: ENV=textrooms SEEDS=0,1 (one table, one plot)
+	@test -n "$(COMPARE_$(ENV))" || { echo "No compare plan for ENV=$(ENV); valid: textrooms"; exit 2; }
+	$(RUN) python -m agentrl_shared.compare --env $(ENV) --seeds $(SEEDS) --out results/compare/$(ENV) \
+		--runs runs/compare/$(ENV) $(COMPARE_$(ENV))

@@ -1,9 +1,10 @@
-"""Runs the sample with scripted back ends (fixed delay per call) into argv[1]; exit 130 on Ctrl-C, as the CLI."""
+"""Runs the sample with scripted back ends (fixed delay per call) into argv[1]; exits 130 on Ctrl-C, as the CLI."""
 
 import sys
 
 from conftest import agent_one_call, judge_all, user_stop
 from vitabench2.backends import ScriptedBackend
+from vitabench2.cli import exit_interrupted
 from vitabench2.runner import RunConfig, Runner
 
 
@@ -17,4 +18,4 @@ if __name__ == "__main__":
     try:
         build(sys.argv[1], float(sys.argv[2])).run()
     except KeyboardInterrupt:
-        sys.exit(130)
+        exit_interrupted()

@@ -446,7 +446,7 @@ def test_vitabench_expected_orders_replay_through_tools(vitabench_root):
     failures = sum(len(v) for v in inconsistent.values())
     print(f"replayed {placed}/{attempted} expected orders; inconsistent official entries: {inconsistent}")
     assert attempted > 0 and placed + failures == attempted
-    assert failures <= 0.05 * attempted, inconsistent
+    assert failures <= 0.1 * attempted, inconsistent  # 30 of 901 in the v1.0 subset here
 
 
 @pytest.mark.realdata
@@ -465,6 +465,8 @@ def test_vitabench_searches_return_candidates_for_real_queries(vitabench_root):
                 continue
             for entity in env._entities(key).values():
                 words = str(entity.get(name_field, "")).split()[:2]
+                if not words:
+                    continue
                 found = json.loads(env.call(tool, {"keywords": words}))
                 assert 0 < len(found) <= 100 and len(found) == min(100, len(env._entities(key))), task.id
                 assert entity.get(name_field) in {e.get(name_field) for e in found}, (task.id, words)

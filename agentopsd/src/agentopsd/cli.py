@@ -130,7 +130,7 @@ def train(cfg: dict, method: str = "run") -> dict:
     if curve_path.exists():
         curve_path.unlink()
     t0 = time.perf_counter()
-    if env.eval_every:
+    if env.eval_every and env.eval_before_train:
         evaluate(trainer, 0)
     trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
     train_s = time.perf_counter() - t0
@@ -188,10 +188,13 @@ def evaluate_model(cfg: dict, method: str = "eval", out: Path | None = None) -> 
     if args.eval_with_skills:
 
         def transform(text: str, task: dict) -> str:
-            return student_prompt(env.name, text, task)
+            return student_prompt(env.name, text, task)  # Skill-Prompt*: skills in the user message
 
-    generate = HFGenerator(model, tok, args.max_completion_length, env.eval_temperature)
-    slots = args.per_device_train_batch_size * args.steps_per_generation if args.steps_per_generation else 16
+    slots = env.eval_batch_size or args.per_device_train_batch_size * (args.steps_per_generation or 1)
+    # in the trainer's precision: bf16 autocast when `bf16=True` (as the trained models are evaluated)
+    autocast_dtype = torch.bfloat16 if args.bf16 else None
+    generate = HFGenerator(model, tok, args.max_completion_length, env.eval_temperature, batch_size=slots,
+                           autocast_dtype=autocast_dtype)  # fmt: skip
     with EnvPool(partial(make_env, env.name, **env.env_kwargs), slots, env.step_timeout, env.num_workers) as pool:
         collector = RolloutCollector(
             pool, make_prompt(ENV_TO_PROMPT[env.name], env.history_length), tok, env.max_turns,

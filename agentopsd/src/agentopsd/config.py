@@ -151,6 +151,10 @@ class EnvConfig:
         eval_temperature (`float`): 0.4 sampled on ALFWorld/WebShop, 0 (greedy) on Search.
         eval_seeds (`list[int]`): evaluation seeds; each gives one pass over the panel.
         eval_every (`int`): evaluate every this many rollouts during training (`trainer.test_freq`=5); 0 = off.
+        eval_before_train (`bool`): also evaluate before the first rollout (verl `trainer.val_before_train`).
+        eval_batch_size (`int`, *optional*): episodes played together in one evaluation pass, one batched generation
+            per turn for all of them (verl-agent `data.val_batch_size`); `None`: the training rollout's episodes per
+            rank. Each pass holds this many environments (one process each when `num_workers > 0`).
         seed_offset_eval (`int`): validation seeds are offset like verl-agent's `seed + 1000`.
     """
 
@@ -169,6 +173,8 @@ class EnvConfig:
     eval_temperature: float = 0.4
     eval_seeds: list[int] = field(default_factory=lambda: [0])
     eval_every: int = 5
+    eval_before_train: bool = True
+    eval_batch_size: int | None = None
     seed_offset_eval: int = 1000
 
     def __post_init__(self):

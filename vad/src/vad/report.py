@@ -51,7 +51,7 @@ def _signal(recs: list[dict], key: str) -> str:
         if values:
             firsts.append(values[0])
             lasts.append(values[-1])
-    return f"{statistics.fmean(firsts):.4f} -> {statistics.fmean(lasts):.4f}" if firsts else "-"
+    return f"{statistics.fmean(firsts):.3g} -> {statistics.fmean(lasts):.3g}" if firsts else "-"
 
 
 def report(runs: list[Path], results: Path, readme: Path) -> str:

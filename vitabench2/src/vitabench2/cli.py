@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -343,13 +344,19 @@ def main(argv: list[str] | None = None) -> None:
     commands[args.command]()
 
 
+def exit_interrupted() -> None:
+    """After a clean stop: ignore further Ctrl-C while exiting with status 130."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.stderr.write("vitabench2: interrupted; finished subtasks are saved, rerun the same command to resume\n")
+    sys.exit(130)
+
+
 def entry_point() -> None:
     """Console script: configuration and data errors as one line (exit 2), Ctrl-C as a clean stop (exit 130)."""
     try:
         main()
     except KeyboardInterrupt:
-        sys.stderr.write("vitabench2: interrupted; finished subtasks are saved, rerun the same command to resume\n")
-        sys.exit(130)
+        exit_interrupted()
     except (ValueError, FileNotFoundError, ImportError) as err:
         sys.stderr.write(f"vitabench2: error: {err}\n")
         sys.exit(2)

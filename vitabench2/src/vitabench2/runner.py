@@ -13,6 +13,7 @@ premature terminations score 0).
 import json
 import logging
 import os
+import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -466,7 +467,7 @@ class Runner:
             if len(kept) != len(records):
                 write_records(self.results_path, kept)
             records = kept
-        interrupted = False
+        interrupted, previous_handler = False, None
         try:
             records = self._rejudge_failed(records)
             done = {(r["user_id"], r["trial"], r["subtask_id"]) for r in records}
@@ -481,19 +482,28 @@ class Runner:
             try:
                 for future in as_completed(futures):
                     future.result()
-            except BaseException:
+            except BaseException as err:
                 # Ctrl-C or a crash: queued sequences are cancelled, running ones stop at their next model call;
                 # finished subtasks are already on disk, so a rerun resumes from there.
+                if isinstance(err, KeyboardInterrupt) and threading.current_thread() is threading.main_thread():
+                    previous_handler = signal.signal(signal.SIGINT, signal.SIG_IGN)  # further Ctrl-C: keep stopping
                 self._abort.set()
                 for other in futures:
                     other.cancel()
                 raise
             finally:
-                pool.shutdown(wait=True)
+                while True:  # a second Ctrl-C must not leave worker threads running into interpreter exit
+                    try:
+                        pool.shutdown(wait=True)
+                        break
+                    except KeyboardInterrupt:
+                        self._abort.set()
         except KeyboardInterrupt:
             interrupted = True
         summary = self.summarize()
         if interrupted:
+            if previous_handler is not None:
+                signal.signal(signal.SIGINT, previous_handler)
             raise KeyboardInterrupt
         return summary
 

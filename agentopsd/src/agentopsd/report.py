@@ -1,0 +1,92 @@
+"""`agentopsd report`: the README results table and learning curves, generated from result files only.
+
+Paper numbers come from `agentopsd/paper_results.json` (which cites their source); ours from
+`agentopsd/results/<scale>/<method>/seed*/results.json`. A row with no result file says `not run`.
+"""
+
+import json
+from pathlib import Path
+
+from agentrl_shared.report import markdown_table, mean_std, plot_curves, replace_block
+
+
+PACKAGE_DIR = Path(__file__).resolve().parents[2]
+RESULTS = PACKAGE_DIR / "results"
+METHOD_NAMES = {"untrained": "Vanilla", "grpo": "GRPO", "agentopsd": "AgentOPSD"}
+HEADER = ["Env", "Model", "Method", "Metric", "Paper", "Ours (mean +- std, n seeds)", "commit"]
+PAPER_ENVS = {"alfworld": "ALFWorld", "webshop": "WebShop", "search_qa": "Search-QA"}
+PAPER_MODELS = ("Qwen2.5-3B-Instruct", "Qwen2.5-7B-Instruct")
+
+
+def load_runs(scale: str) -> dict[str, list[dict]]:
+    """`{method: [results.json payloads, one per seed]}` for one scale."""
+    runs: dict[str, list[dict]] = {}
+    for path in sorted((RESULTS / scale).glob("*/seed*/results.json")):
+        runs.setdefault(path.parent.parent.name, []).append(json.loads(path.read_text()))
+    return runs
+
+
+def cpu_table(runs: dict[str, list[dict]]) -> str:
+    rows = []
+    for method in ("untrained", "grpo", "agentopsd"):
+        payloads = runs.get(method, [])
+        commits = sorted({p["commit"] for p in payloads}) or ["-"]
+        for metric, key in (("success % (valid_seen, greedy)", "success_rate_mean"),
+                            ("find %", "find_success_rate"), ("fetch %", "fetch_success_rate")):  # fmt: skip
+            values = [p["final"][key] for p in payloads if key in p["final"]]
+            rows.append(["TextRooms", "SmolLM2-135M-Instruct", METHOD_NAMES[method], metric, "n/a (our env)",
+                         mean_std(values), ", ".join(commits)])  # fmt: skip
+    return markdown_table(HEADER, rows)
+
+
+def paper_table(runs: dict[str, list[dict]]) -> str:
+    paper = json.loads((PACKAGE_DIR / "paper_results.json").read_text())
+    rows = []
+    for model in PAPER_MODELS:
+        for env, env_name in PAPER_ENVS.items():
+            for method in ("grpo", "agentopsd"):
+                cited = paper["results"].get(model, {}).get(env, {}).get(METHOD_NAMES[method])
+                mine = [p for p in runs.get(method, []) if p["env"] == env and p["model"].endswith(model)]
+                values = [p["final"]["success_rate_mean"] for p in mine]
+                commits = ", ".join(sorted({p["commit"] for p in mine})) or "-"
+                rows.append([env_name, model, METHOD_NAMES[method], paper["metrics"][env],
+                             "n/a" if cited is None else f"{cited:.1f}", mean_std(values), commits])  # fmt: skip
+    return markdown_table(HEADER, rows)
+
+
+def curves(runs: dict[str, list[dict]], path: Path) -> None:
+    series = {
+        METHOD_NAMES[m]: [[(pt["rollouts"], 100 * pt["success_rate_mean"]) for pt in p["curve"]] for p in payloads]
+        for m, payloads in runs.items()
+        if any(p["curve"] for p in payloads)
+    }
+    untrained = runs.get("untrained", [])
+    if untrained:  # a flat reference line at the untrained model's success
+        level = sum(p["final"]["success_rate_mean"] for p in untrained) / len(untrained)
+        x_max = max((pt[0] for s in series.values() for run in s for pt in run), default=1)
+        series["Vanilla (untrained)"] = [[(0, 100 * level), (x_max, 100 * level)]]
+    plot_curves(series, path, "rollouts", "held-out success % (greedy)", "TextRooms, SmolLM2-135M (CPU scale)")
+
+
+def bench_line(path: Path) -> str:
+    """The step-time ratio from `bench-results.json` (written by `python -m agentopsd.bench`), or `not run`."""
+    data = json.loads(path.read_text()) if path.exists() else {}
+    key = "agentopsd/step_time_ratio_agentopsd_over_grpo"
+    if key not in data:
+        return "not run"
+    return (f"AgentOPSD / GRPO step time = {data[key]:.2f} (GRPO {data['agentopsd/grpo_step_time_s']:.2f} s, AgentOPSD "
+            f"{data['agentopsd/agentopsd_step_time_s']:.2f} s; {data['agentopsd/config']['step_time']}; commit "
+            f"{data['agentopsd/commit']})")  # fmt: skip
+
+
+def report() -> None:
+    readme_path = PACKAGE_DIR / "README.md"
+    text = readme_path.read_text()
+    cpu = load_runs("cpu")
+    text = replace_block(text, "results-cpu", cpu_table(cpu))
+    text = replace_block(text, "results-paper", paper_table(load_runs("paper")))
+    text = replace_block(text, "bench", bench_line(PACKAGE_DIR.parent / "bench-results.json"))
+    readme_path.write_text(text)
+    if cpu:
+        curves(cpu, RESULTS / "cpu" / "learning_curves.png")
+    print(f"[report] wrote {readme_path}")

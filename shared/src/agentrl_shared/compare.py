@@ -1,0 +1,92 @@
+"""`python -m agentrl_shared.compare`: several packages' methods on one environment, side by side (`make compare`).
+
+Plumbing only: each entry `LABEL=PACKAGE:CONFIG[:METHOD]` runs `python -m PACKAGE.cli train --config CONFIG --method
+METHOD trainer.seed=S` for every seed under `--runs` (git-ignored; a finished run is not redone), then checks that every run used the same model,
+environment and evaluation panel, and writes one table (`compare.md`, mean +- std over seeds) and one plot
+(`learning_curves.png`) from the runs' `results.json`. No algorithm lives here: each package's CLI decides what its
+method means.
+"""
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from .report import markdown_table, mean_std, plot_curves
+
+
+def parse_entry(text: str) -> tuple[str, str, str, str]:
+    """`LABEL=PACKAGE:CONFIG[:METHOD]` -> (label, package, config, method); METHOD defaults to the label, lowercased."""
+    label, sep, rest = text.partition("=")
+    parts = rest.split(":")
+    if not sep or len(parts) not in (2, 3) or not all(parts):
+        raise SystemExit(f"Bad entry {text!r}; expected LABEL=PACKAGE:CONFIG[:METHOD], e.g. SDAR=sdar:smoke:sdar.")
+    return label, parts[0], parts[1], parts[2] if len(parts) == 3 else label.lower()
+
+
+def train(package: str, config: str, method: str, seed: int, run: Path, overrides: list[str]) -> None:
+    cmd = [sys.executable, "-m", f"{package}.cli", "train", "--config", config, "--method", method,
+           f"trainer.seed={seed}", f"trainer.output_dir={run}", *overrides]  # fmt: skip
+    print("[compare]", " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True)
+
+
+def same_setting(payloads: dict[str, list[dict]]) -> None:
+    """Every run must share the model, the environment section (panel, turn limit, ...) and the evaluation seeds."""
+    seen: dict[str, tuple] = {}
+    for label, runs in payloads.items():
+        for p in runs:
+            key = (p["model"], json.dumps(p["config"]["env"], sort_keys=True), tuple(p["eval_seeds"]))
+            seen.setdefault(key, (label, p["seed"]))
+    if len(seen) > 1:
+        found = "; ".join(f"{label} seed {seed}" for label, seed in seen.values())
+        raise SystemExit(f"The runs do not share one model, environment and panel ({found}): align their configs.")
+
+
+def table(payloads: dict[str, list[dict]], env: str) -> str:
+    rows = []
+    for label, runs in payloads.items():
+        values = [p["final"]["success_rate_mean"] for p in runs]
+        commits = ", ".join(sorted({p["commit"] for p in runs}))
+        model = runs[0]["model"] if runs else "-"
+        rows.append([env, model, label, mean_std(values), ", ".join(str(p["seed"]) for p in runs), commits])
+    return markdown_table(["Env", "Model", "Method", "Success % (mean +- std)", "seeds", "commit"], rows)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m agentrl_shared.compare", description=__doc__)
+    parser.add_argument("entries", nargs="+", help="LABEL=PACKAGE:CONFIG[:METHOD]")
+    parser.add_argument("--env", required=True, help="environment name, for the table and the title")
+    parser.add_argument("--seeds", default="0", help="comma-separated training seeds")
+    parser.add_argument("--out", type=Path, required=True, help="output folder: compare.md, compare.json, the plot")
+    parser.add_argument("--runs", type=Path, required=True, help="folder of the training runs (weights; git-ignored)")
+    parser.add_argument("--override", action="append", default=[], help="key=value passed to every run")
+    ns = parser.parse_args(argv)
+    entries = [parse_entry(e) for e in ns.entries]
+    seeds = [int(s) for s in ns.seeds.split(",")]
+    payloads: dict[str, list[dict]] = {}
+    for label, package, config, method in entries:
+        for seed in seeds:
+            run = ns.runs / label / f"seed{seed}"
+            if not (run / "results.json").exists():
+                train(package, config, method, seed, run, ns.override)
+            payloads.setdefault(label, []).append(json.loads((run / "results.json").read_text()))
+    same_setting(payloads)
+    text = table(payloads, ns.env)
+    ns.out.mkdir(parents=True, exist_ok=True)
+    (ns.out / "compare.md").write_text(text + "\n")
+    summary = {label: [{k: p[k] for k in ("seed", "commit", "final", "curve")} for p in runs]
+               for label, runs in payloads.items()}  # fmt: skip
+    (ns.out / "compare.json").write_text(json.dumps(summary, indent=2) + "\n")
+    series = {
+        label: [[(pt["rollouts"], 100 * pt["success_rate_mean"]) for pt in p["curve"]] for p in runs]
+        for label, runs in payloads.items()
+    }
+    plot_curves(series, ns.out / "learning_curves.png", "rollouts", "held-out success %", f"{ns.env}: same model, "
+                f"seeds {ns.seeds}, fixed panel")  # fmt: skip
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

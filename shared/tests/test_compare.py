@@ -1,0 +1,53 @@
+"""`agentrl_shared.compare`: entry parsing, the same-setting check, and the table and plot from finished runs."""
+
+import json
+
+import pytest
+
+from agentrl_shared.compare import main, parse_entry
+
+
+def payload(seed: int, success: float, env: dict | None = None) -> dict:
+    return {
+        "seed": seed, "commit": "abc1234", "model": "smollm2-135m", "eval_seeds": [1000],
+        "config": {"env": env or {"name": "textrooms", "eval_episodes": 64}},
+        "final": {"success_rate_mean": success}, "curve": [{"rollouts": 0, "success_rate_mean": 0.3},
+                                                           {"rollouts": 4, "success_rate_mean": success}],
+    }  # fmt: skip
+
+
+def write(runs, label, seed, data):
+    d = runs / label / f"seed{seed}"
+    d.mkdir(parents=True)
+    (d / "results.json").write_text(json.dumps(data))
+
+
+def test_parse_entry():
+    assert parse_entry("GRPO=agentopsd:cpu_cfg:grpo") == ("GRPO", "agentopsd", "cpu_cfg", "grpo")
+    assert parse_entry("SDAR=sdar:cpu_cfg") == ("SDAR", "sdar", "cpu_cfg", "sdar")
+    with pytest.raises(SystemExit, match="expected LABEL=PACKAGE:CONFIG"):
+        parse_entry("SDAR")
+
+
+def test_table_and_plot_from_finished_runs_mean_std(tmp_path):
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    for seed, (a, b) in enumerate([(0.5, 0.6), (0.7, 0.6)]):
+        write(runs, "GRPO", seed, payload(seed, a))
+        write(runs, "SDAR", seed, payload(seed, b))
+    # finished runs are not redone: no training command is launched here
+    main(["GRPO=agentopsd:x:grpo", "SDAR=sdar:x", "--env", "textrooms", "--seeds", "0,1", "--out", str(out),
+          "--runs", str(runs)])  # fmt: skip
+    text = (out / "compare.md").read_text()
+    assert "| textrooms | smollm2-135m | GRPO | 60.0 +- 14.1 (2 seeds) | 0, 1 | abc1234 |" in text
+    assert "| textrooms | smollm2-135m | SDAR | 60.0 +- 0.0 (2 seeds) | 0, 1 | abc1234 |" in text
+    assert (out / "learning_curves.png").stat().st_size > 0
+    assert set(json.loads((out / "compare.json").read_text())) == {"GRPO", "SDAR"}
+
+
+def test_runs_on_different_panels_are_refused(tmp_path):
+    runs = tmp_path / "runs"
+    write(runs, "GRPO", 0, payload(0, 0.5))
+    write(runs, "SDAR", 0, payload(0, 0.5, env={"name": "textrooms", "eval_episodes": 32}))
+    with pytest.raises(SystemExit, match="do not share one model, environment and panel"):
+        main(["GRPO=agentopsd:x", "SDAR=sdar:x", "--env", "textrooms", "--out", str(tmp_path / "o"),
+              "--runs", str(runs)])  # fmt: skip
