@@ -1,4 +1,4 @@
-# Front door of the monorepo (design/architecture.md). `make help` lists the targets.
+# Front door of the monorepo. `make help` lists the targets.
 PAPERS := sdar agentopsd skillrise envace vad vitabench2
 PAPER ?= sdar
 SCALE ?= cpu

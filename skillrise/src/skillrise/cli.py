@@ -1,4 +1,4 @@
-"""`skillrise train|eval|reproduce|report --config NAME key=value ...` (style.md 2.6).
+"""`skillrise train|eval|reproduce|report --config NAME key=value ...`.
 
 `train` runs one configuration and evaluates the result on the fixed panel (repeat and/or cross protocol); `eval`
 evaluates a model (the untrained baseline, or a checkpoint); `reproduce` runs one scale's plan (methods x seeds) and
