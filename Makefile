@@ -1,4 +1,4 @@
-# Front door of the monorepo (design/architecture.md). `make help` lists the targets.
+# Front door of the monorepo. `make help` lists the targets.
 PAPERS := sdar agentopsd skillrise envace vad vitabench2
 PAPER ?= sdar
 SCALE ?= cpu
@@ -56,12 +56,14 @@ REPRODUCE_sdar = sdar reproduce --scale $(SCALE) --seeds $(SEEDS)
 REPRODUCE_agentopsd = agentopsd reproduce --scale $(SCALE) --seeds $(SEEDS)
 REPRODUCE_vad = sh -c 'vad reproduce --scale $(SCALE) --output runs/vad && vad report runs/vad'
 REPRODUCE_skillrise = skillrise reproduce --scale $(SCALE) --seeds $(SEEDS)
+REPRODUCE_envace = envace reproduce --scale $(SCALE) --seeds $(SEEDS)
 REPRODUCE_vitabench2 = sh -c 'vitabench2 reproduce --output runs/vitabench2 && $(REPORT_vitabench2) \
 	runs/vitabench2/sample_smollm2_full_context runs/vitabench2/sample_smollm2_rag'
 REPORT_sdar = sdar report --runs runs/sdar
 REPORT_agentopsd = agentopsd report
 REPORT_vad = vad report
 REPORT_skillrise = skillrise report
+REPORT_envace = envace report
 REPORT_vitabench2 = vitabench2 report --results vitabench2/results --readme vitabench2/README.md
 
 reproduce: check-paper check-scale setup  ## run a paper's plan: PAPER=sdar SCALE=cpu|paper SEEDS=0[,1,...]

@@ -1,4 +1,4 @@
-"""Tests of the offline tiny Qwen2.5-VL (agentrl_shared.vlm, design/stack.md 3.6): processor, forward, generation."""
+"""Tests of the offline tiny Qwen2.5-VL (agentrl_shared.vlm): processor, forward, generation."""
 
 from agentrl_shared.offline import set_offline_env
 

@@ -1,4 +1,4 @@
-"""`python -m agentopsd.bench`: AgentOPSD's cost side by side, as a ratio (architecture.md, "Benchmarks").
+"""`python -m agentopsd.bench`: AgentOPSD's cost side by side, as a ratio.
 
 Step time of AgentOPSD over GRPO on the same tiny config (`smoke.yaml`, more steps), alternating the two runs: the
 only difference is two no-grad forwards per rollout over every row (rollout-time student log-probs, and the teacher

@@ -2,7 +2,7 @@
 
 A panel is the same ordered task list every time (the first N tasks of a split), played once per seed. Episodes are
 appended to a JSONL file as they finish, so an interrupted evaluation resumes without replaying them. Results carry
-the git commit, the resolved config and the seeds (architecture.md, "Numbers in READMEs come from result files").
+the git commit, the resolved config and the seeds.
 """
 
 import json

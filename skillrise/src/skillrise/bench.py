@@ -1,4 +1,4 @@
-"""`python -m skillrise.bench`: SkillRise's training cost against GRPO's, as a ratio (architecture.md, "Benchmarks").
+"""`python -m skillrise.bench`: SkillRise's training cost against GRPO's, as a ratio.
 
 The paper claims less overhead than multi-stage skill pipelines: its only extra work is one curate generation per
 task boundary inside the same rollout. Measured here as the step time per generated token (rollout + update) of

@@ -1,4 +1,4 @@
-"""`skillrise train|eval|reproduce|report --config NAME key=value ...` (style.md 2.6).
+"""`skillrise train|eval|reproduce|report --config NAME key=value ...`.
 
 `train` runs one configuration and evaluates the result on the fixed panel (repeat and/or cross protocol); `eval`
 evaluates a model (the untrained baseline, or a checkpoint); `reproduce` runs one scale's plan (methods x seeds) and
@@ -244,8 +244,11 @@ def evaluate_model(cfg: dict, method: str = "eval", out: Path | None = None) -> 
     model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, model_cfg.dtype))
     torch.manual_seed(args.seed)
     seeds = eval_seeds(cfg)
-    generate = HFGenerator(model, tok, args.max_completion_length, env.eval_temperature)
     slots = args.per_device_train_batch_size * args.steps_per_generation
+    # in the trainer's precision: bf16 autocast when `bf16=True` (as the trained models are evaluated)
+    autocast_dtype = torch.bfloat16 if args.bf16 else None
+    generate = HFGenerator(model, tok, args.max_completion_length, env.eval_temperature, batch_size=slots,
+                           autocast_dtype=autocast_dtype)  # fmt: skip
     carry = env.eval_carry_mode or args.carry_mode
     summary = {}
     t0 = time.perf_counter()

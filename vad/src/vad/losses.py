@@ -200,7 +200,7 @@ def chunked_support_logps(
 
     Only one (B, chunk, V) fp32 slice exists at a time; with gradient, each chunk's softmax is recomputed in the
     backward pass (activation checkpointing), so what stays alive is the model's own (B, C, V) logits and the
-    (B, C, K) result. Equal to the unchunked computation (tests/test_losses.py).
+    (B, C, K) result. Equal to the unchunked computation (tests/test_vad_losses.py).
 
     Args:
         logits (`Tensor`): (B, C, V), any float dtype, with or without gradient.

@@ -1,0 +1,167 @@
+"""EnvACE's knobs (`EnvACEConfig`, a `GRPOConfig`) and the task/rollout settings (`EnvConfig`).
+
+Defaults are the official launch script `examples/drmas_trainer/run_checklist_share.sh` (Within-yao/EnvACE@f811bc2)
+and verl's `verl/trainer/config/ppo_trainer.yaml` it overrides: PPO-clip with dual clip 3.0, global token-mean
+(`loss_agg_mode=token-mean`), KL off, one optimizer step per rollout batch (`use_adaptive_ppo_mini_batch_size=True`,
+`ppo_mini_update_num=1`), AdamW lr 1e-6 constant, weight decay 0.01, grad clip 1.0, G = 4, rollout T = 1.0.
+"""
+
+from dataclasses import dataclass, field
+
+from trl import GRPOConfig
+
+
+TOOL_RETURN_MODES = ("agent", "real", "external")
+JUDGES = ("endpoint", "rule")
+
+
+@dataclass
+class EnvACEConfig(GRPOConfig):
+    r"""
+    Configuration class for [`EnvACETrainer`]: [`~trl.GRPOConfig`] plus EnvACE's two roles and checklist judge.
+
+    Parameters that EnvACE adds:
+        tool_return_mode (`str`, *optional*, defaults to `"agent"`): who writes tool responses during training.
+            `agent`: the policy's rehearsal role (EnvACE; official `tool_return_mode="agent"`); `real`: the tasks' real
+            back ends (caller-only with environment interaction); `external`: an OpenAI-compatible simulator model
+            (caller-only baseline `run_checklist_caller_only.sh`, "httpx" mode, gpt-4.1 there).
+        model_sharing (`bool`, *optional*, defaults to `True`): one model plays both roles (`run_checklist_share.sh`).
+            `False`: the rehearsal role is a separate, frozen model (`simulator_model`); see README deviations.
+        simulator_model (`str`, *optional*): the separate rehearsal model when `model_sharing=False` (default: the
+            initial policy weights).
+        external_simulator_url / external_simulator_model (`str`, *optional*): endpoint of `tool_return_mode=external`.
+        simulator_think (`bool`, *optional*, defaults to `True`): append `/think` to the rehearsal prompt
+            (`SIM_APPEND_THINK_SWITCH`, default on).
+        judge (`str`, *optional*, defaults to `"endpoint"`): `endpoint` (OpenAI-compatible server, the paper's
+            Qwen3-30B-A3B) or `rule` (deterministic, generated tasks only).
+        judge_url / judge_model / judge_temperature / judge_top_p / judge_max_tokens / judge_retries: the judge
+            endpoint and its sampling (official: T 0.6, top-p 0.8, max_tokens 6000).
+        terminate_on_judge_failure (`bool`, *optional*, defaults to `True`): a judge API failure or malformed verdict
+            ends the episode (official `interaction.py`); the items count as failed either way.
+        tts_budget (`int`, *optional*, defaults to `4`): private rehearsals N before the committed execution at test
+            time (`envace eval --tts parallel|sequential`); the paper does not give N, 4 matches `val_n`.
+        micro_batch_rows (`int`, *optional*, defaults to `1`): rows per forward/backward (`ppo_micro_batch_size_per_gpu=1`).
+        row_padding (`str`, *optional*, defaults to `"duplicate"`): a rollout short of its row budget is filled with
+            copies of random rows that carry loss (verl-agent `adjust_batch` "copy" mode), or `zero` (no loss).
+    """
+
+    tool_return_mode: str = field(default="agent", metadata={"help": "agent (EnvACE) | real | external."})
+    model_sharing: bool = field(default=True, metadata={"help": "One model for both roles (official share script)."})
+    simulator_model: str | None = field(default=None, metadata={"help": "Separate rehearsal model (no-share)."})
+    external_simulator_url: str | None = field(default=None, metadata={"help": "OpenAI-compatible simulator URL."})
+    external_simulator_model: str = field(default="gpt-4.1", metadata={"help": "caller-only script default."})
+    simulator_think: bool = field(default=True, metadata={"help": "SIM_APPEND_THINK_SWITCH (default on)."})
+    judge: str = field(default="endpoint", metadata={"help": "endpoint (paper) | rule (generated tasks)."})
+    judge_url: str | None = field(default=None, metadata={"help": "Judge server, e.g. http://host:30000/v1."})
+    judge_model: str = field(default="Qwen/Qwen3-30B-A3B", metadata={"help": "Judge model (paper: Qwen3-30B-A3B)."})
+    judge_temperature: float = field(default=0.6, metadata={"help": "Judge sampling temperature (official 0.6)."})
+    judge_top_p: float = field(default=0.8, metadata={"help": "Judge top-p (official 0.8)."})
+    judge_max_tokens: int = field(default=6000, metadata={"help": "Judge max_tokens (official 6000)."})
+    judge_retries: int = field(default=3, metadata={"help": "Tries per judge request before it counts as failed."})
+    terminate_on_judge_failure: bool = field(default=True, metadata={"help": "Official: judge failure ends it."})
+    tts_budget: int = field(default=4, metadata={"help": "Test-time rehearsals N per task (val_n=4; paper: N n/a)."})
+    micro_batch_rows: int = field(default=1, metadata={"help": "ppo_micro_batch_size_per_gpu=1."})
+    row_padding: str = field(default="duplicate", metadata={"help": "verl-agent adjust_batch copy mode."})
+
+    # --- re-defaulted GRPOConfig fields (run_checklist_share.sh, verl ppo_trainer.yaml) ---
+    learning_rate: float = field(default=1e-6, metadata={"help": "actor.optim.lr=1e-6 for both roles, constant."})
+    lr_scheduler_type: str = field(default="constant", metadata={"help": "verl: constant LR, no warmup."})
+    weight_decay: float = field(default=0.01, metadata={"help": "verl actor.optim.weight_decay=0.01."})
+    max_grad_norm: float = field(default=1.0, metadata={"help": "verl actor.grad_clip=1.0."})
+    beta: float = field(default=0.0, metadata={"help": "use_kl_loss=False (if on: kl_loss_coef=1e-4, low_var_kl)."})
+    use_bias_correction_kl: bool = field(default=False, metadata={"help": "verl low_var_kl (k3) has no IS weight."})
+    epsilon: float = field(default=0.2, metadata={"help": "clip_ratio_low=0.2."})
+    epsilon_high: float = field(default=0.2, metadata={"help": "clip_ratio_high=0.2."})
+    delta: float | None = field(default=3.0, metadata={"help": "dual clip clip_ratio_c=3.0."})
+    loss_type: str = field(default="dapo", metadata={"help": "loss_agg_mode=token-mean over the whole mini-batch."})
+    entropy_coef: float = field(default=0.0, metadata={"help": "entropy_coeff=0."})
+    num_generations: int | None = field(default=4, metadata={"help": "env.rollout.n=4 (group size G)."})
+    max_completion_length: int | None = field(default=8000, metadata={"help": "data.max_response_length=8000."})
+    temperature: float = field(default=1.0, metadata={"help": "rollout temperature 1.0."})
+    top_p: float = field(default=1.0, metadata={"help": "rollout top_p 1.0."})
+    num_iterations: int = field(default=1, metadata={"help": "ppo_mini_update_num=1: fully on-policy."})
+    vllm_max_model_length: int | None = field(default=20000, metadata={"help": "max_model_len=20000."})
+    vllm_importance_sampling_correction: bool = field(
+        default=False, metadata={"help": "The reference loss has no vLLM IS term."}
+    )
+    chat_template_kwargs: dict | None = field(
+        default_factory=lambda: {"enable_thinking": True}, metadata={"help": "Caller renders with thinking on."}
+    )
+    gradient_checkpointing: bool = field(default=True, metadata={"help": "enable_gradient_checkpointing=True."})
+    save_steps: float = field(default=50, metadata={"help": "trainer.save_freq=50."})
+    logging_steps: float = field(default=1, metadata={"help": "Log every optimizer step."})
+    report_to: str | list[str] | None = field(default="none", metadata={"help": "W&B etc. are opt-in."})
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.tool_return_mode not in TOOL_RETURN_MODES:
+            raise ValueError(
+                f"Unknown tool_return_mode {self.tool_return_mode!r}; valid: {', '.join(TOOL_RETURN_MODES)}."
+            )
+        if self.judge not in JUDGES:
+            raise ValueError(f"Unknown judge {self.judge!r}; valid: {', '.join(JUDGES)}.")
+        if self.judge == "endpoint" and not self.judge_url:
+            raise ValueError("judge=endpoint needs trainer.judge_url (an OpenAI-compatible server); or judge=rule.")
+        if self.tool_return_mode == "external" and not self.external_simulator_url:
+            raise ValueError("tool_return_mode=external needs trainer.external_simulator_url.")
+        if self.gradient_accumulation_steps != self.steps_per_generation:
+            # ppo_mini_update_num=1: exactly one optimizer step per rollout batch
+            raise ValueError(
+                f"EnvACE makes one optimizer step per rollout: set gradient_accumulation_steps = steps_per_generation "
+                f"(now {self.gradient_accumulation_steps} and {self.steps_per_generation})."
+            )
+
+
+@dataclass
+class EnvConfig:
+    """Tasks, episode caps and evaluation (never part of `GRPOConfig`).
+
+    Args:
+        source (`str`): `generated` (tool tasks with real back ends, `data.generate_tasks`) or `file` (official data).
+        train_path / eval_path (`str`): official checklist files (`*_train.parquet`, `*_val_small100.parquet`).
+        num_train_tasks / num_eval_tasks (`int`): tasks drawn (generated) or kept (file).
+        task_seed (`int`): seed of the generated tasks (train and eval draw from disjoint seeds).
+        max_task_turns (`int`): user turns per generated task (1 to this).
+        max_num_checklist (`int`): checklists per sample (official 1).
+        max_steps (`int`): micro-steps (generations) per episode (`env.max_steps=200`).
+        max_assistant_turns / max_user_turns (`int`): caps (30 / 30).
+        max_parallel_calls (`int`): tool calls per caller response (20); the rest are dropped and counted.
+        max_prompt_length (`int`): rollout prompt cap, left truncation (`rollout_max_prompt_length=12000`).
+        max_model_len (`int`): caller context + `max_completion_length` must stay below it (20000), else the episode
+            ends with `length_exceeded`.
+        tools_in_system_prompt (`bool`): write the tool schemas into a system message ourselves, for chat templates
+            that ignore `tools=` (SmolLM2); Qwen3's template renders them.
+        eval_temperature / eval_top_p (`float`): validation sampling (T 0.6, top-p 0.95).
+        eval_episodes (`int`): fixed panel (the first N eval tasks).
+        eval_seeds (`list[int]`): one pass over the panel per seed (`val_n=4` samples per prompt in the paper).
+        eval_every (`int`): evaluate every N rollouts (`trainer.test_freq=10`); 0 = off.
+        eval_tool_return_mode (`str`): tool responses at evaluation: `real` (committed execution) by default.
+    """
+
+    source: str = "generated"
+    train_path: str | None = None
+    eval_path: str | None = None
+    num_train_tasks: int = 7520  # 470 steps x 16 prompts
+    num_eval_tasks: int = 100  # val_small100
+    task_seed: int = 0
+    max_task_turns: int = 2
+    max_num_checklist: int = 1
+    max_steps: int = 200
+    max_assistant_turns: int = 30
+    max_user_turns: int = 30
+    max_parallel_calls: int = 20
+    max_prompt_length: int = 12000
+    max_model_len: int = 20000
+    tools_in_system_prompt: bool = False
+    eval_temperature: float = 0.6
+    eval_top_p: float = 0.95
+    eval_episodes: int = 100
+    eval_seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3])
+    eval_every: int = 10
+    eval_tool_return_mode: str = "real"
+
+    def __post_init__(self):
+        if self.source not in ("generated", "file"):
+            raise ValueError(f"Unknown env.source {self.source!r}; valid: generated, file.")
+        if self.eval_tool_return_mode not in TOOL_RETURN_MODES:
+            raise ValueError(f"Unknown env.eval_tool_return_mode {self.eval_tool_return_mode!r}.")

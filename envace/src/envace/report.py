@@ -1,0 +1,64 @@
+"""`envace report`: the README results tables, generated from result files only.
+
+Paper numbers come from `envace/paper_results.json` (which cites the project-page tables); ours from
+`envace/results/<scale>/<method>/seed*/results.json`. A row with no result file says `not run`.
+"""
+
+import json
+from pathlib import Path
+
+from agentrl_shared.report import markdown_table, mean_std, replace_block
+
+
+PACKAGE_DIR = Path(__file__).resolve().parents[2]
+RESULTS = PACKAGE_DIR / "results"
+CPU_METHODS = {
+    "untrained": "untrained (SmolLM2-135M-Instruct)",
+    "caller_only_real": "caller-only, real tools",
+    "envace": "EnvACE (shared caller + rehearsal)",
+    "tts_parallel_untrained": "parallel rehearsal N=2, base policy",
+    "tts_parallel_envace": "parallel rehearsal N=2, EnvACE policy",
+    "tts_sequential_untrained": "sequential rehearsal N=2, base policy",
+    "tts_sequential_envace": "sequential rehearsal N=2, EnvACE policy",
+}
+HEADER = ["Tasks", "Method", "Metric", "Paper", "Ours (mean +- std, n seeds)", "commit"]
+
+
+def load_runs(scale: str) -> dict[str, list[dict]]:
+    """`{method: [results.json payloads, one per seed]}` for one scale."""
+    runs: dict[str, list[dict]] = {}
+    for path in sorted((RESULTS / scale).glob("*/seed*/results.json")):
+        runs.setdefault(path.parent.parent.name, []).append(json.loads(path.read_text()))
+    return runs
+
+
+def cpu_table(runs: dict[str, list[dict]]) -> str:
+    rows = []
+    for method, label in CPU_METHODS.items():
+        payloads = runs.get(method, [])
+        commits = ", ".join(sorted({p["commit"] for p in payloads})) or "-"
+        for metric, key in (("episode reward R %", "reward_mean"), ("success (R = 1) %", "success_mean")):
+            values = [p["final"][key] for p in payloads]
+            rows.append(["generated tool tasks (eval panel, real tools)", label, metric, "n/a (our tasks)",
+                         mean_std(values), commits])  # fmt: skip
+    return markdown_table(HEADER, rows)
+
+
+def paper_table() -> str:
+    paper = json.loads((PACKAGE_DIR / "paper_results.json").read_text())
+    rows = []
+    for table in ("main", "tts"):
+        cols = paper[table]["columns"]
+        for method, values in paper[table]["rows"].items():
+            for col, value in zip(cols, values, strict=True):
+                rows.append([col, method, "score", f"{value:.2f}", "not run", "-"])
+    return markdown_table(HEADER, rows)
+
+
+def report() -> None:
+    readme_path = PACKAGE_DIR / "README.md"
+    text = readme_path.read_text()
+    text = replace_block(text, "results-cpu", cpu_table(load_runs("cpu")))
+    text = replace_block(text, "results-paper", paper_table())
+    readme_path.write_text(text)
+    print(f"[report] wrote {readme_path}")
