@@ -62,7 +62,7 @@ class AgentOPSDConfig(GRPOConfig):
         micro_batch_rows (`int`, *optional*, defaults to `32`): rows per forward (ALFWorld
             `ppo_micro_batch_size_per_gpu=32`).
         row_padding (`str`, *optional*, defaults to `"zero"`): how short rollouts fill the row budget (shared
-            `rows_to_batch`).
+            `fit_rows_to_batch`).
     """
 
     credit: str = field(default="agentopsd", metadata={"help": "agentopsd | grpo | rlsd (baselines)."})

@@ -13,7 +13,7 @@ from functools import partial
 import torch
 from trl import GRPOTrainer
 
-from agentrl_shared.batch import rows_to_batch
+from agentrl_shared.batch import fit_rows_to_batch
 from agentrl_shared.envs import make_env
 from agentrl_shared.envs.pool import EnvPool
 from agentrl_shared.generation import sampling_overrides, trainer_generate_fn
@@ -48,7 +48,7 @@ class AgentOPSDTrainer(GRPOTrainer):
     seed), one batched generation per turn. The reweighting needs every turn of every episode, so the rollout-time
     student and teacher log-probs are computed on ALL rows (padded to the largest rank's row count, so ZeRO-3 ranks
     run the same forwards); then the rows are fitted to `steps_per_generation * micro_batch_rows` rows by the shared
-    `rows_to_batch`, as in SDAR.
+    `fit_rows_to_batch` (SDAR now uses every row once: see that function).
 
     Overrides of [`~trl.GRPOTrainer`]:
     - `_generate_and_score_completions`: the multi-turn rollout; R_row = reward_scale * won - penalty * invalid;
@@ -178,7 +178,7 @@ class AgentOPSDTrainer(GRPOTrainer):
         The batch is padded to the largest row count over ranks with zero-mask rows, so every rank runs the same
         number of forward chunks (ZeRO-3 lock-step)."""
         n = len(rows)
-        full = rows_to_batch(
+        full = fit_rows_to_batch(
             rows, advantages, self._global_max(n), self.processing_class.pad_token_id, self._rng, "zero",
             self.accelerator.device,
         )  # fmt: skip
@@ -292,7 +292,7 @@ class AgentOPSDTrainer(GRPOTrainer):
             advantages = self._credit(advantages, rewards, returns, rows, teacher - student, full_mask)
 
         budget = self.args.steps_per_generation * self.args.micro_batch_rows
-        batch = rows_to_batch(
+        batch = fit_rows_to_batch(
             rows, advantages, budget, self.processing_class.pad_token_id, self._rng, self.args.row_padding, device
         )
         index = batch.pop("row_index")

@@ -189,7 +189,6 @@ class RehearsalCollector:
         return Row(
             prompt_ids=prompt_ids[-self.max_prompt_length :],
             completion_ids=list(completion_ids),
-            sampling_logps=None if logps is None else list(logps),
             prompt_text="",
             completion_text=text,
             action=text,

@@ -7,7 +7,7 @@ import random
 import torch
 from trl import GRPOTrainer
 
-from agentrl_shared.batch import rows_to_batch
+from agentrl_shared.batch import fit_rows_to_batch
 from agentrl_shared.generation import HFGenerator, sampling_overrides, trainer_generate_fn
 
 from .advantages import rolewise_advantages
@@ -134,7 +134,7 @@ class EnvACETrainer(GRPOTrainer):
         advantages = rolewise_advantages(rewards, [r.group_id for r in rows], [r.role for r in rows])  # (N,)
 
         budget = self.args.steps_per_generation * self.args.micro_batch_rows
-        batch = rows_to_batch(
+        batch = fit_rows_to_batch(
             rows, advantages, budget, self.processing_class.pad_token_id, self._rng, self.args.row_padding, device
         )
         batch.pop("row_index")

@@ -12,7 +12,7 @@ from functools import partial
 import torch
 from trl import GRPOTrainer
 
-from agentrl_shared.batch import rows_to_batch
+from agentrl_shared.batch import fit_rows_to_batch
 from agentrl_shared.envs import make_env
 from agentrl_shared.envs.pool import EnvPool
 from agentrl_shared.generation import sampling_overrides, trainer_generate_fn
@@ -53,7 +53,7 @@ class SkillRiseTrainer(GRPOTrainer):
     One dataset row is one group of K related tasks; TRL's sampler repeats it `num_generations` (N) times, giving N
     trials of the group on one rank. `trial.TrialRunner` plays all trials of the rank together: per-turn solve rows
     (verl-agent style, one batched generation per turn) and one curate row per task boundary. The rows are fitted to
-    `steps_per_generation * micro_batch_rows` rows (zero-loss padding or uniform subsampling, shared `rows_to_batch`).
+    `steps_per_generation * micro_batch_rows` rows (zero-loss padding or uniform subsampling, shared `fit_rows_to_batch`).
 
     Overrides of [`~trl.GRPOTrainer`]:
     - `_generate_and_score_completions`: runs the trials instead of TRL's single-turn generation; row returns from
@@ -170,7 +170,7 @@ class SkillRiseTrainer(GRPOTrainer):
         advantages = torch.where(is_carry, advantages * args.curate_loss_weight, advantages)
 
         budget = args.steps_per_generation * args.micro_batch_rows
-        batch = rows_to_batch(rows, advantages, budget, self.processing_class.pad_token_id, self._rng,
+        batch = fit_rows_to_batch(rows, advantages, budget, self.processing_class.pad_token_id, self._rng,
                               args.row_padding, device)  # fmt: skip
         batch.pop("row_index")
         loss_row = batch.pop("loss_row")

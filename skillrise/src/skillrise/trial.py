@@ -321,7 +321,6 @@ class TrialRunner:
             t.carry_rows[p] = Row(
                 prompt_ids=ids[k],
                 completion_ids=list(completions[k]),
-                sampling_logps=None if logps is None else list(logps[k]),
                 prompt_text=texts[k],
                 completion_text=completion_text,
                 action=documents[i],
