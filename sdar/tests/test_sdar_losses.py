@@ -1,4 +1,4 @@
-"""SDAR's equations against hand-computed values and naive loops (papers/sdar.md 2.3, 2.4, 2.6)."""
+"""SDAR's equations against hand-computed values and naive loops (SDAR paper Section 3: GRPO advantage and the gated distillation term)."""
 
 import math
 
@@ -113,7 +113,7 @@ def test_gate_statistics():
 
 
 def test_dual_clip_equals_trl_delta():
-    """verl's dual clip (c = 3) equals TRL's ratio cap `delta=3` for the clipped surrogate (trl-notes 6)."""
+    """verl's dual clip (c = 3) equals TRL's ratio cap `delta=3` for the clipped surrogate (verl `core_algos.compute_policy_loss`)."""
     eps, c = 0.2, 3.0
     for ratio in [0.1, 0.9, 1.0, 1.5, 2.9, 3.5, 10.0]:
         for adv in [-2.0, -0.5, 0.5, 2.0]:

@@ -1,5 +1,5 @@
-"""`python -m sdar.bench`: where the CPU main job's time goes, and SDAR's costs side by side as ratios
-(architecture.md, "Benchmarks"). Every figure is printed with its wall-clock and CPU (process) time: on a shared
+"""`python -m sdar.bench`: where the CPU main job's time goes, and SDAR's costs side by side as ratios.
+Every figure is printed with its wall-clock and CPU (process) time: on a shared
 machine wall time is noisy, CPU time much less so.
 
 1. Main job time split: `textrooms_smollm2-135m_cpu` (the config `sdar reproduce --scale cpu` trains), SDAR, two

@@ -1,4 +1,4 @@
-"""`sdar train|eval|reproduce|report --config NAME key=value ...` (style.md 2.6).
+"""`sdar train|eval|reproduce|report --config NAME key=value ...`.
 
 `train` runs one configuration and evaluates the result on the fixed panel; `eval` evaluates a model (the untrained
 Vanilla / Skill-Prompt* baselines, or a checkpoint); `reproduce` runs one scale's plan (configs x methods x seeds)
@@ -24,7 +24,7 @@ set_offline_env()  # before transformers / trl are imported
 logger = logging.getLogger("sdar")
 
 PACKAGE = "sdar"
-# CPU plan: the method against its baselines (papers/sdar.md section 5) as overrides of one config
+# CPU plan: the method against its baselines (SDAR paper, Table 1 rows) as overrides of one config
 CPU_CONFIG = "textrooms_smollm2-135m_cpu"
 CPU_METHODS = {
     "grpo": ["trainer.sdar_coef=0.0"],

@@ -1,8 +1,8 @@
 """SDAR's knobs (`SDARConfig`, a `GRPOConfig`) and the environment/rollout settings (`EnvConfig`).
 
 Every default is the paper's, read from the official scripts `examples/sdar_trainer/run_alfworld_*.sh` and verl's
-`ppo_trainer.yaml` (papers/sdar.md section 4); the ALFWorld values are the defaults, other environments override them
-in `configs/*.yaml`. TRL fields are re-defaulted where verl-agent differs from TRL (trl-notes section 17).
+`ppo_trainer.yaml` (ZJU-REAL/SDAR@8b85c23 `examples/sdar_trainer/run_*.sh`); the ALFWorld values are the defaults, other environments override them
+in `configs/*.yaml`. TRL fields are re-defaulted where verl-agent differs from TRL (verl `ppo_trainer.yaml` key by key).
 """
 
 from dataclasses import dataclass, field
@@ -63,18 +63,20 @@ class SDARConfig(GRPOConfig):
     use_bias_correction_kl: bool = field(default=False, metadata={"help": "verl low_var_kl (k3) has no IS weight."})
     epsilon: float = field(default=0.2, metadata={"help": "clip_ratio_low=0.2."})
     epsilon_high: float = field(default=0.2, metadata={"help": "clip_ratio_high=0.2."})
-    delta: float | None = field(default=3.0, metadata={"help": "verl dual clip clip_ratio_c=3.0 (trl-notes 6)."})
+    delta: float | None = field(
+        default=3.0, metadata={"help": "verl dual clip clip_ratio_c=3.0 (verl `core_algos.compute_policy_loss`)."}
+    )
     loss_type: str = field(default="bnpo", metadata={"help": "verl loss_agg_mode=token-mean per micro-batch."})
     entropy_coef: float = field(default=0.001, metadata={"help": "verl actor.entropy_coeff=0.001."})
     num_generations: int | None = field(default=8, metadata={"help": "env.rollout.n=8 (group size G)."})
     max_completion_length: int | None = field(default=512, metadata={"help": "data.max_response_length=512."})
     temperature: float = field(default=1.0, metadata={"help": "rollout temperature 1.0, top-p 1.0."})
     vllm_importance_sampling_correction: bool = field(
-        default=False, metadata={"help": "The reference loss has no vLLM IS term (trl-notes 10)."}
+        default=False,
+        metadata={"help": "The reference loss has no vLLM IS term (verl `core_algos.compute_policy_loss`)."},
     )
     logging_steps: float = field(default=1, metadata={"help": "Log every optimizer step."})
     report_to: str | list[str] | None = field(default="none", metadata={"help": "W&B etc. are opt-in."})
-
 
     def __post_init__(self):
         if self.max_steps > 0:
@@ -103,7 +105,7 @@ ENV_TO_PROMPT = {"alfworld": "alfworld", "webshop": "webshop", "search_qa": "sea
 
 @dataclass
 class EnvConfig:
-    """Environment, rollout and evaluation settings (never part of `GRPOConfig`, style.md 2.1).
+    """Environment, rollout and evaluation settings (never part of `GRPOConfig`).
 
     Args:
         name (`str`): environment family (`alfworld`, `webshop`, `search_qa`, `textrooms`).

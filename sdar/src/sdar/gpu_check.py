@@ -54,7 +54,9 @@ def require_gpu() -> None:
     try:
         import vllm  # noqa: F401
     except ImportError:
-        raise SystemExit("sdar.gpu_check needs vLLM: `uv sync --locked --extra vllm` (make gpu-check does it).") from None
+        raise SystemExit(
+            "sdar.gpu_check needs vLLM: `uv sync --locked --extra vllm` (make gpu-check does it)."
+        ) from None
 
 
 def single_process_deepspeed_env() -> None:
@@ -116,8 +118,10 @@ def main(argv: list[str] | None = None) -> None:
         f = figures[method]
         stages = ", ".join(f"{k.removesuffix('_s')} {v:.2f}s" for k, v in f["stage_s_per_rollout"].items())
         mfu = f"{100 * f['train_mfu']:.1f}%" if "train_mfu" in f else "n/a"
-        print(f"{method}: per rollout {stages}; generated {f['generated_tokens_per_s']:.0f} tok/s; "
-              f"train MFU {mfu}; peak memory {f['peak_memory_gib']:.1f} GiB")
+        print(
+            f"{method}: per rollout {stages}; generated {f['generated_tokens_per_s']:.0f} tok/s; "
+            f"train MFU {mfu}; peak memory {f['peak_memory_gib']:.1f} GiB"
+        )
 
 
 if __name__ == "__main__":

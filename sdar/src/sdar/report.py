@@ -48,6 +48,8 @@ def collect_runs(runs: Path, results: Path) -> int:
                 shutil.copy(path.parent / name, keep / name)
         n += 1
     return n
+
+
 METHOD_NAMES = {"untrained": "Vanilla", "grpo": "GRPO", "grpo_opsd": "GRPO+OPSD", "sdar": "SDAR", "opsd": "OPSD"}
 PAPER_MODELS = {"qwen2.5-3b": "Qwen2.5-3B-Instruct", "qwen2.5-7b": "Qwen2.5-7B-Instruct", "qwen3-1.7b": "Qwen3-1.7B"}
 

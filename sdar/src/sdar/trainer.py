@@ -153,7 +153,10 @@ class SDARTrainer(GRPOTrainer):
         args.max_steps = args.num_rollouts * -(-max_rows // (args.micro_batch_rows * args.gradient_accumulation_steps))
         self.train_tasks = train_tasks
         dataset = Dataset.from_dict(
-            {"prompt": [t.get("instruction", t["task_id"]) for t in train_tasks], "task_index": list(range(len(train_tasks)))}
+            {
+                "prompt": [t.get("instruction", t["task_id"]) for t in train_tasks],
+                "task_index": list(range(len(train_tasks))),
+            }
         )
         super().__init__(
             model=model,
@@ -201,9 +204,7 @@ class SDARTrainer(GRPOTrainer):
         eval_transform = self._student_skill_transform if args.eval_with_skills else None
         self.eval_collector = RolloutCollector(prompt_transform=eval_transform, **common)
         # TRL's vLLM server mode and colocate with TP > 1 hand completions back by rank offset: equal prompt lists
-        self.equal_prompt_lists = self.use_vllm and (
-            self.vllm_mode == "server" or self.vllm_tensor_parallel_size > 1
-        )
+        self.equal_prompt_lists = self.use_vllm and (self.vllm_mode == "server" or self.vllm_tensor_parallel_size > 1)
         self.rollouts_done = 0
         self.rollout_finished = False
         self.timings: Counter = Counter()
@@ -457,13 +458,17 @@ class SDARTrainer(GRPOTrainer):
         if teacher is not None:
             g = gate_statistics(logps.detach(), teacher, mask, gate_beta=self.args.gate_beta)
             n = mask.sum().item()
-            stats = torch.cat([stats, torch.tensor([g[k] * n for k in sorted(g)], dtype=stats.dtype, device=stats.device)])
+            stats = torch.cat(
+                [stats, torch.tensor([g[k] * n for k in sorted(g)], dtype=stats.dtype, device=stats.device)]
+            )
         stats = self.accelerator.reduce(stats.float(), reduction="sum")
         tokens = stats[len(names)].item()
         if tokens > 0:
             mode = "train" if self.model.training else "eval"
             for i, key in enumerate(names):
-                self._metrics[mode][{"pg": "policy_loss", "sdar": "sdar/loss"}.get(key, key)].append(stats[i].item() / tokens)
+                self._metrics[mode][{"pg": "policy_loss", "sdar": "sdar/loss"}.get(key, key)].append(
+                    stats[i].item() / tokens
+                )
             if teacher is not None:
                 for j, key in enumerate(sorted(g)):
                     self._metrics[mode][f"sdar/{key}"].append(stats[len(names) + 1 + j].item() / tokens)

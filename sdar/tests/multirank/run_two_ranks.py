@@ -83,6 +83,7 @@ trainer = RecordingTrainer.instance
 model = trainer.accelerator.unwrap_model(trainer.model_wrapped)
 import deepspeed  # noqa: E402
 
+
 params = list(model.named_parameters())
 with deepspeed.zero.GatheredParameters([p for _, p in params]):
     state = {name: p.detach().clone().cpu() for name, p in params}

@@ -1,4 +1,4 @@
-"""YAML + `key=value` configuration into dataclasses, with one level of precedence (style.md 2.2).
+"""YAML + `key=value` configuration into dataclasses, with one level of precedence.
 
 dataclass defaults (the paper) < YAML file < command-line overrides. Top-level YAML sections map to dataclasses
 (`trainer:` to the package's GRPOConfig subclass, `env:` to its EnvConfig, `model:` to `ModelConfig`). Unknown

@@ -1,4 +1,4 @@
-"""Multi-turn rollout collector: per-turn rows, verl-agent style (trl-notes 16.1, 16.7; architecture.md data flow).
+"""Multi-turn rollout collector: per-turn rows, verl-agent style (verl-agent's per-step rollout, as vendored in ZJU-REAL/SDAR@8b85c23 `agent_system/multi_turn_rollout/rollout_loop.py`).
 
 All episodes of the rank advance together: each turn builds every active episode's prompt (task, last H turns,
 current observation, admissible actions), makes ONE batched generation call, projects the texts to actions (invalid
