@@ -62,7 +62,7 @@ REPRODUCE_vitabench2 = sh -c 'vitabench2 reproduce --output runs/vitabench2 && $
 REPORT_sdar = sdar report --runs runs/sdar
 REPORT_agentopsd = agentopsd report
 REPORT_vad = vad report
-REPORT_skillrise = skillrise report
+REPORT_skillrise = skillrise report --runs runs/skillrise
 REPORT_envace = envace report
 REPORT_vitabench2 = vitabench2 report --results vitabench2/results --readme vitabench2/README.md
 

@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from sdar.report import collect_runs, paper_metric
+from agentrl_shared.report import collect_runs
+from sdar.report import RUN_FILES, paper_metric
 
 
 # Table 1, GRPO on Qwen2.5-3B-Instruct: per-source EM (%) and the reported "SQA Avg" 36.4
@@ -38,6 +39,6 @@ def test_report_copies_finished_runs_only(tmp_path):
     (done / "results.json").write_text(json.dumps({"final": {}}))
     (done / "eval_curve.jsonl").write_text("")
     (runs / "cpu" / "grpo" / "seed0").mkdir(parents=True)  # unfinished: no results.json
-    assert collect_runs(runs, results) == 1
+    assert collect_runs(runs, results, RUN_FILES) == 1
     assert (results / "cpu" / "sdar" / "seed0" / "results.json").exists()
     assert not (results / "cpu" / "grpo").exists()

@@ -1,21 +1,31 @@
-"""`sdar train|eval|reproduce|report --config NAME key=value ...`.
+"""`sdar train|eval|reproduce|report`: the command line of the SDAR package (`sdar <command> --help` for its flags).
 
 `train` runs one configuration and evaluates the result on the fixed panel; `eval` evaluates a model (the untrained
 Vanilla / Skill-Prompt* baselines, or a checkpoint); `reproduce` runs one scale's plan (configs x methods x seeds)
-and writes results JSON, learning curves and the README table; `report` regenerates the table and curves from the
-result files. No algorithm logic lives here.
+under an output folder (git-ignored); `report` copies finished runs into `sdar/results` and rebuilds the README
+tables and learning curves from those files, the only command that writes tracked files. No algorithm logic here.
 """
 
-import argparse
-import json
 import logging
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from agentrl_shared.config import ConfigError
+from agentrl_shared.cli import (
+    build_parser,
+    check_paper_prerequisites,
+    dump_config,
+    launch,
+    load_panel,
+    log_to_file,
+    parse_args,
+    pending_runs,
+    run_command,
+    run_folder,
+    seeds_arg,
+    set_model_init_kwargs,
+    setup_logging,
+)
 from agentrl_shared.offline import set_offline_env
 
 
@@ -53,48 +63,19 @@ def run_name(cfg: dict, method: str) -> str:
     return f"{cfg['env'].name}_{model}_{method}_seed{cfg['trainer'].seed}"
 
 
-def _is_main_process() -> bool:
-    return int(os.environ.get("RANK", "0")) == 0
-
-
-def _dump(cfg: dict, out: Path) -> None:
-    """Write the resolved config next to the run's results (main process only) and log its headline."""
-    from agentrl_shared.config import to_dict
-
-    if not _is_main_process():
-        return
-    out.mkdir(parents=True, exist_ok=True)
-    resolved = to_dict(cfg)
-    (out / "config.json").write_text(json.dumps(resolved, indent=2) + "\n")
+def headline(cfg: dict) -> str:
     t = cfg["trainer"]
-    logger.info(f"{cfg['_source']}: env={cfg['env'].name} model={cfg['model'].name_or_path} lr={t.learning_rate} "
-                f"sdar_coef={t.sdar_coef} gate_beta={t.gate_beta} beta={t.beta} G={t.num_generations} "
-                f"num_rollouts={t.num_rollouts} output_dir={out}")  # fmt: skip
+    return (f"env={cfg['env'].name} model={cfg['model'].name_or_path} lr={t.learning_rate} sdar_coef={t.sdar_coef} "
+            f"gate_beta={t.gate_beta} beta={t.beta} G={t.num_generations} num_rollouts={t.num_rollouts}")  # fmt: skip
 
 
-def _log_to_file(out: Path) -> None:
-    """The run's full log (every metric line) goes to `<output_dir>/train.log`; the console gets progress lines."""
-    if _is_main_process():
-        out.mkdir(parents=True, exist_ok=True)
-        handler = logging.FileHandler(out / "train.log")
-        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
-        logging.getLogger().addHandler(handler)
-
-
-def _panel(cfg: dict) -> tuple[list[dict], list[int]]:
-    from agentrl_shared.envs import load_tasks
-
-    env = cfg["env"]
-    tasks = load_tasks(env.name, env.eval_split, **env.task_kwargs)[: env.eval_episodes]
-    return tasks, [env.seed_offset_eval + s for s in env.eval_seeds]
-
-
-def train(cfg: dict, method: str = "run") -> dict:
+def train(cfg: dict, method: str = "run", output: Path = Path("runs/sdar")) -> dict:
     """Train one configuration, then evaluate it on the fixed panel; returns the results payload (on every rank;
     files are written by the main process)."""
     import torch
     from transformers import AutoTokenizer, TrainerCallback
 
+    from agentrl_shared.cli import append_jsonl
     from agentrl_shared.envs import load_tasks
     from agentrl_shared.evaluation import episode_record, summarize, write_results
     from agentrl_shared.models import model_path
@@ -102,18 +83,14 @@ def train(cfg: dict, method: str = "run") -> dict:
     from .trainer import SDARTrainer
 
     args, env, model_cfg = cfg["trainer"], cfg["env"], cfg["model"]
-    if args.output_dir == "trainer_output":  # TRL's default: name the run instead
-        args.output_dir = f"runs/sdar/{run_name(cfg, method)}"
-    out = Path(args.output_dir)
-    _log_to_file(out)
-    _dump(cfg, out)
+    out = run_folder(args, output, run_name(cfg, method))
+    log_to_file(out)
+    resolved = dump_config(cfg, out, headline(cfg))
     path = model_path(model_cfg.name_or_path)
-    args.model_init_kwargs = {"dtype": model_cfg.dtype, **(args.model_init_kwargs or {})}
-    if model_cfg.attn_implementation:
-        args.model_init_kwargs["attn_implementation"] = model_cfg.attn_implementation
+    set_model_init_kwargs(args, model_cfg)
     tok = AutoTokenizer.from_pretrained(path, padding_side="left")
     tasks = load_tasks(env.name, env.train_split, **env.task_kwargs)
-    panel, seeds = _panel(cfg)
+    panel, seeds = load_panel(env)
     curve: list[dict] = []
     curve_path = out / "eval_curve.jsonl"
 
@@ -124,8 +101,7 @@ def train(cfg: dict, method: str = "run") -> dict:
         point = {"step": trainer.state.global_step, "rollouts": trainer.rollouts_done, **summary}
         curve.append(point)
         if trainer.accelerator.is_main_process:
-            with curve_path.open("a") as f:
-                f.write(json.dumps(point) + "\n")
+            append_jsonl(curve_path, point)
             logger.info(f"eval after {trainer.rollouts_done} rollouts: success {summary['success_rate_mean']:.3f}")
         return summary
 
@@ -169,7 +145,7 @@ def train(cfg: dict, method: str = "run") -> dict:
         "final": {k: v for k, v in summary.items() if k not in ("step", "rollouts")},
         "curve": curve,
         "log_history": trainer.state.log_history,
-        "config": json.loads((out / "config.json").read_text()) if trainer.accelerator.is_main_process else None,
+        "config": resolved,
         "torch_threads": torch.get_num_threads(),
     }
     if trainer.accelerator.is_main_process:
@@ -177,7 +153,7 @@ def train(cfg: dict, method: str = "run") -> dict:
     return payload
 
 
-def evaluate_model(cfg: dict, method: str = "eval", out: Path | None = None) -> dict:
+def evaluate_model(cfg: dict, method: str = "eval", output: Path = Path("runs/sdar")) -> dict:
     """Evaluate `model.name_or_path` on the panel with HF generation (resumable: episodes are logged as they end)."""
     from functools import partial
 
@@ -196,13 +172,14 @@ def evaluate_model(cfg: dict, method: str = "eval", out: Path | None = None) -> 
     from .config import ENV_TO_PROMPT
 
     args, env, model_cfg = cfg["trainer"], cfg["env"], cfg["model"]
-    out = out or Path(args.output_dir)
-    _dump(cfg, out)
+    out = run_folder(args, output, run_name(cfg, method))
+    log_to_file(out, "eval.log")
+    resolved = dump_config(cfg, out, headline(cfg))
     path = model_path(model_cfg.name_or_path)
     tok = AutoTokenizer.from_pretrained(path, padding_side="left")
     model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, model_cfg.dtype))
     torch.manual_seed(args.seed)
-    panel, seeds = _panel(cfg)
+    panel, seeds = load_panel(env)
     transform = None
     if args.eval_with_skills:
 
@@ -231,7 +208,7 @@ def evaluate_model(cfg: dict, method: str = "eval", out: Path | None = None) -> 
         "eval_seconds": time.perf_counter() - t0,
         "final": summary,
         "curve": [],
-        "config": json.loads((out / "config.json").read_text()),
+        "config": resolved,
     }
     write_results(out / "results.json", payload)
     logger.info(f"eval {method}: success {summary['success_rate_mean']:.3f} +- {summary['success_rate_std']:.3f}")
@@ -244,94 +221,41 @@ def reproduce(scale: str, seeds: list[int], overrides: list[str], output: Path) 
     config, launched with `accelerate` on the config's number of processes. Tracked files are never written here:
     `sdar report --runs <output>` copies the results into `sdar/results/` and rebuilds the README tables."""
     if scale == "cpu":
-        for seed in seeds:
-            for method, extra in {"untrained": [], **CPU_METHODS}.items():
-                run = output / "cpu" / method / f"seed{seed}"
-                if (run / "results.json").exists():
-                    logger.info(f"reproduce: {method} seed {seed} finished earlier in {run}, not redone")
-                    continue
-                cfg = load(CPU_CONFIG, [*extra, *overrides, f"trainer.seed={seed}", f"trainer.output_dir={run}"])
-                if method == "untrained":
-                    evaluate_model(cfg, method, run)
-                else:
-                    train(cfg, method)
-    elif scale == "paper":
-        check_paper_prerequisites(PAPER_CONFIGS)
-        for name in PAPER_CONFIGS:
-            launch = load(name, ["trainer.use_cpu=true"])["launch"]
-            for seed in seeds:
-                for method, extra in {"grpo": CPU_METHODS["grpo"], "sdar": CPU_METHODS["sdar"]}.items():
-                    run = output / "paper" / method / f"seed{seed}_{name}"
-                    if (run / "results.json").exists():
-                        continue
-                    cmd = [
-                        "accelerate", "launch", "--config_file", str(accelerate_config()),
-                        "--num_processes", str(launch.num_processes), "--num_machines", str(launch.num_machines),
-                        "-m", "sdar.cli", "train", "--config", name, "--method", method,
-                        f"trainer.seed={seed}", f"trainer.output_dir={run}", *extra, *overrides,
-                    ]  # fmt: skip
-                    logger.info("reproduce: " + " ".join(cmd))
-                    subprocess.run(cmd, check=True)
+        methods = {"untrained": [], **CPU_METHODS}
+        for _, seed, method, run in pending_runs(output, "cpu", seeds, list(methods)):
+            cfg = load(CPU_CONFIG, [*methods[method], *overrides, f"trainer.seed={seed}", f"trainer.output_dir={run}"])
+            if method == "untrained":
+                evaluate_model(cfg, method)
+            else:
+                train(cfg, method)
     else:
-        raise ConfigError(f"Unknown scale {scale!r}; valid: cpu, paper.")
+        check_paper_prerequisites("SDAR", PAPER_CONFIGS, load)
+        methods = {"grpo": CPU_METHODS["grpo"], "sdar": CPU_METHODS["sdar"]}
+        for name, seed, method, run in pending_runs(output, "paper", seeds, list(methods), PAPER_CONFIGS):
+            size = load(name, ["trainer.use_cpu=true"])["launch"]
+            launch(PACKAGE, name, method, run, [f"trainer.seed={seed}", *methods[method], *overrides],
+                   ["--num_processes", str(size.num_processes), "--num_machines", str(size.num_machines)])  # fmt: skip
     logger.info(f"reproduce: runs are in {output}; `sdar report --runs {output}` updates sdar/results and the README")
 
 
-def accelerate_config() -> Path:
-    from importlib.resources import files
-
-    return Path(str(files("agentrl_shared") / "accelerate" / "zero3.yaml"))
-
-
-def check_paper_prerequisites(configs: list[str]) -> None:
-    """Fail fast, with the reason and the fix, when a paper-scale run cannot start here."""
-    import torch
-
-    problems = []
-    if not torch.cuda.is_available():  # (make reproduce checks nvidia-smi before syncing; this covers direct calls)
-        problems.append("no CUDA device is visible (paper scale needs GPUs; SCALE=cpu runs anywhere)")
-    try:
-        import vllm  # noqa: F401
-    except ImportError:
-        problems.append("vLLM is not installed: run `uv sync --locked --extra vllm`")
-    for name in configs:
-        try:
-            load(name, ["trainer.use_cpu=true"])  # data locations only; the GPU check is above
-        except ConfigError as exc:
-            problems.append(f"{name}: {exc}")
-    if problems:
-        raise ConfigError("cannot start the paper-scale SDAR run: " + "; ".join(problems))
-
-
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="sdar", description=__doc__)
-    parser.add_argument("command", choices=["train", "eval", "reproduce", "report"])
-    parser.add_argument("--config", default=CPU_CONFIG, help="a file in sdar/configs/ (without .yaml) or a path")
-    parser.add_argument("--scale", default="cpu", help="reproduce: cpu (default) or paper")
-    parser.add_argument("--seeds", default="0", help="reproduce: comma-separated training seeds")
-    parser.add_argument("--method", default="run", help="label written into results.json")
-    parser.add_argument("--output", default="runs/sdar", type=Path, help="reproduce: where runs are written")
-    parser.add_argument("--runs", default=None, type=Path, help="report: copy finished runs from here first")
-    parser.add_argument("--readme", default="sdar/README.md", type=Path,
-                        help="report: the README to rebuild; results live in <its folder>/results")  # fmt: skip
-    parser.add_argument("overrides", nargs="*", help="key=value or section.key=value")
-    ns = parser.parse_intermixed_args(argv)
-    logging.basicConfig(level=logging.INFO if _is_main_process() else logging.WARNING, format="%(message)s")
-    for noisy in ("httpx", "datasets", "deepspeed", "torch.distributed"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-    try:
+    parser, subs = build_parser(PACKAGE, __doc__, CPU_CONFIG)
+    ns = parse_args(parser, subs, argv)
+    setup_logging()
+
+    def command():
         if ns.command == "report":
             from .report import report
 
             report(ns.readme, ns.runs)
         elif ns.command == "reproduce":
-            reproduce(ns.scale, [int(s) for s in ns.seeds.split(",")], ns.overrides, ns.output)
+            reproduce(ns.scale, seeds_arg(ns.seeds), ns.overrides, ns.output)
         elif ns.command == "train":
-            train(load(ns.config, ns.overrides), ns.method)
+            train(load(ns.config, ns.overrides), ns.method, ns.output)
         else:
-            evaluate_model(load(ns.config, ns.overrides), ns.method)
-    except ConfigError as exc:  # configuration and data errors: one line, no traceback
-        raise SystemExit(f"sdar: {exc}") from None
+            evaluate_model(load(ns.config, ns.overrides), ns.method, ns.output)
+
+    run_command(PACKAGE, command)
 
 
 if __name__ == "__main__":

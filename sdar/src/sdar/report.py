@@ -8,11 +8,10 @@ says `not run`. Each paper metric is computed as the paper computes it (`paper_m
 
 import json
 import logging
-import shutil
 import statistics
 from pathlib import Path
 
-from agentrl_shared.report import markdown_table, mean_std, plot_curves, replace_block
+from agentrl_shared.report import collect_runs, load_runs, markdown_table, mean_std, plot_curves, replace_block
 
 
 logger = logging.getLogger(__name__)
@@ -37,29 +36,8 @@ def paper_metric(env: str, final: dict) -> float:
     return final["success_rate_mean"]
 
 
-def collect_runs(runs: Path, results: Path) -> int:
-    """Copy every finished run (`<scale>/<method>/<run>/results.json`) from `runs` into `results`; returns the count."""
-    n = 0
-    for path in sorted(runs.glob("*/*/*/results.json")):
-        keep = results / path.parent.relative_to(runs)
-        keep.mkdir(parents=True, exist_ok=True)
-        for name in RUN_FILES:
-            if (path.parent / name).exists():
-                shutil.copy(path.parent / name, keep / name)
-        n += 1
-    return n
-
-
 METHOD_NAMES = {"untrained": "Vanilla", "grpo": "GRPO", "grpo_opsd": "GRPO+OPSD", "sdar": "SDAR", "opsd": "OPSD"}
 PAPER_MODELS = {"qwen2.5-3b": "Qwen2.5-3B-Instruct", "qwen2.5-7b": "Qwen2.5-7B-Instruct", "qwen3-1.7b": "Qwen3-1.7B"}
-
-
-def load_runs(results: Path, scale: str) -> dict[str, list[dict]]:
-    """`{method: [results.json payloads, one per seed]}` for one scale."""
-    runs: dict[str, list[dict]] = {}
-    for path in sorted((results / scale).glob("*/seed*/results.json")):
-        runs.setdefault(path.parent.parent.name, []).append(json.loads(path.read_text()))
-    return runs
 
 
 def cpu_table(runs: dict[str, list[dict]]) -> str:
@@ -110,7 +88,7 @@ def report(readme: Path, runs: Path | None = None) -> None:
     package = readme.parent
     results = package / "results"
     if runs is not None:
-        logger.info(f"report: copied {collect_runs(runs, results)} finished runs from {runs} to {results}")
+        logger.info(f"report: copied {collect_runs(runs, results, RUN_FILES)} finished runs from {runs} to {results}")
     text = readme.read_text()
     cpu = load_runs(results, "cpu")
     text = replace_block(text, "results-cpu", cpu_table(cpu))

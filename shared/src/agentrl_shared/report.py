@@ -1,11 +1,36 @@
 """README report helpers: generated blocks between markers, mean +- std cells, learning-curve PNGs.
 
 Every number a package README shows is produced here from result files;
-`make report` rewrites only the text between `<!-- NAME:start -->` and `<!-- NAME:end -->`.
+`make report` rewrites only the text between `<!-- NAME:start -->` and `<!-- NAME:end -->`. Runs are written under an
+output folder (ignored by git); `collect_runs` is the one step that copies finished runs into the committed results.
 """
 
+import json
+import shutil
 import statistics
 from pathlib import Path
+
+
+def collect_runs(runs: Path, results: Path, names: tuple[str, ...]) -> int:
+    """Copy the files `names` of every finished run (`<scale>/<method>/<run>/results.json`) from the runs folder
+    `runs` into the committed `results` folder (same relative path); returns how many runs were copied."""
+    n = 0
+    for path in sorted(runs.glob("*/*/*/results.json")):
+        keep = results / path.parent.relative_to(runs)
+        keep.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            if (path.parent / name).exists():
+                shutil.copy(path.parent / name, keep / name)
+        n += 1
+    return n
+
+
+def load_runs(results: Path, scale: str) -> dict[str, list[dict]]:
+    """`{method: [results.json payloads, one per run]}` of one scale in a results folder."""
+    runs: dict[str, list[dict]] = {}
+    for path in sorted((results / scale).glob("*/seed*/results.json")):
+        runs.setdefault(path.parent.parent.name, []).append(json.loads(path.read_text()))
+    return runs
 
 
 def replace_block(text: str, name: str, block: str) -> str:

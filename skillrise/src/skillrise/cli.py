@@ -1,27 +1,40 @@
-"""`skillrise train|eval|reproduce|report --config NAME key=value ...`.
+"""`skillrise train|eval|reproduce|report`: the SkillRise command line (`skillrise <command> --help` for its flags).
 
-`train` runs one configuration and evaluates the result on the fixed panel (repeat and/or cross protocol); `eval`
-evaluates a model (the untrained baseline, or a checkpoint); `reproduce` runs one scale's plan (methods x seeds) and
-writes results JSON, learning curves and the README table; `report` regenerates the table and curves from the result
-files. No algorithm logic lives here.
+`train` runs one configuration and evaluates the result on the fixed panels (repeat and/or cross protocol); `eval`
+evaluates a model (the untrained baseline, or a checkpoint); `reproduce` runs one scale's plan (methods x seeds) under
+an output folder (git-ignored); `report` copies finished runs into `skillrise/results` and rebuilds the README tables
+and learning curves from those files, the only command that writes tracked files. No algorithm logic lives here.
 """
 
-import argparse
 import json
-import shutil
-import subprocess
+import logging
 import sys
 import time
 from pathlib import Path
 
+from agentrl_shared.cli import (
+    append_jsonl,
+    build_parser,
+    check_paper_prerequisites,
+    dump_config,
+    launch,
+    log_to_file,
+    parse_args,
+    pending_runs,
+    run_command,
+    run_folder,
+    seeds_arg,
+    set_model_init_kwargs,
+    setup_logging,
+)
 from agentrl_shared.offline import set_offline_env
 
 
 set_offline_env()  # before transformers / trl are imported
 
+logger = logging.getLogger("skillrise")
+
 PACKAGE = "skillrise"
-PACKAGE_DIR = Path(__file__).resolve().parents[2]  # skillrise/ (the folder holding README.md)
-RESULTS_DIR = PACKAGE_DIR / "results"
 # CPU plan: SkillRise against its baselines (papers/skillrise section 5) as overrides of one config. GRPO keeps the
 # rollout budget: 1 group x 4 trials x K 3 = 12 task plays per rollout, so single tasks with a group of 12.
 CPU_CONFIG = "textrooms_smollm2-135m_cpu"
@@ -49,14 +62,9 @@ def sections():
 
 def load(config: str, overrides: list[str]) -> dict:
     """The resolved config; a bad file, key or value (the dataclasses' own checks too) raises `ConfigError`."""
-    from agentrl_shared.config import ConfigError, load_config
+    from agentrl_shared.config import load_config
 
-    try:
-        return load_config(config, overrides, sections(), PACKAGE)
-    except ConfigError:
-        raise
-    except ValueError as exc:  # invalid values rejected by SkillRiseConfig / EnvConfig / GRPOConfig
-        raise ConfigError(str(exc)) from None
+    return load_config(config, overrides, sections(), PACKAGE)
 
 
 def run_name(cfg: dict, method: str) -> str:
@@ -65,16 +73,11 @@ def run_name(cfg: dict, method: str) -> str:
     return f"{cfg['env'].name}_{model}_{method}_K{t.group_size_k}_{t.carry_mode}_seed{t.seed}"
 
 
-def _dump(cfg: dict, out: Path) -> None:
-    from agentrl_shared.config import to_dict
-
-    out.mkdir(parents=True, exist_ok=True)
-    resolved = to_dict(cfg)
-    (out / "config.json").write_text(json.dumps(resolved, indent=2) + "\n")
-    print(json.dumps({k: v for k, v in resolved.items() if k != "trainer"}, indent=2))
+def headline(cfg: dict) -> str:
     t = cfg["trainer"]
-    print(f"trainer: lr={t.learning_rate} K={t.group_size_k} carry={t.carry_mode} adv={t.advantage_mode} "
-          f"gamma={t.traj_gamma} N={t.num_generations} max_steps={t.max_steps} output_dir={t.output_dir}")  # fmt: skip
+    return (f"env={cfg['env'].name} model={cfg['model'].name_or_path} lr={t.learning_rate} K={t.group_size_k} "
+            f"carry={t.carry_mode} adv={t.advantage_mode} gamma={t.traj_gamma} N={t.num_generations} "
+            f"max_steps={t.max_steps}")  # fmt: skip
 
 
 def _tasks(env, split: str) -> list[dict]:
@@ -128,7 +131,7 @@ def eval_seeds(cfg: dict) -> list[int]:
     return [env.seed_offset_eval + s for s in env.eval_seeds]
 
 
-def headline(summary: dict) -> str:
+def eval_headline(summary: dict) -> str:
     parts = []
     for mode, s in summary.items():
         if mode == "repeat":
@@ -138,7 +141,7 @@ def headline(summary: dict) -> str:
     return "; ".join(parts)
 
 
-def train(cfg: dict, method: str = "run") -> dict:
+def train(cfg: dict, method: str = "run", output: Path = Path("runs/skillrise")) -> dict:
     """Train one configuration, then evaluate it on the fixed panels; returns the results payload."""
     import torch
     from datasets import Dataset
@@ -151,14 +154,11 @@ def train(cfg: dict, method: str = "run") -> dict:
     from .trial import summarize_trials, trial_record
 
     args, env, model_cfg = cfg["trainer"], cfg["env"], cfg["model"]
-    if args.output_dir == "trainer_output":  # TRL's default: name the run instead
-        args.output_dir = f"runs/skillrise/{run_name(cfg, method)}"
-    out = Path(args.output_dir)
-    _dump(cfg, out)
+    out = run_folder(args, output, run_name(cfg, method))
+    log_to_file(out)
+    resolved = dump_config(cfg, out, headline(cfg))
     path = model_path(model_cfg.name_or_path)
-    args.model_init_kwargs = {"dtype": model_cfg.dtype, **(args.model_init_kwargs or {})}
-    if model_cfg.attn_implementation:
-        args.model_init_kwargs["attn_implementation"] = model_cfg.attn_implementation
+    set_model_init_kwargs(args, model_cfg)
     tok = AutoTokenizer.from_pretrained(path, padding_side="left")
     groups = train_groups(cfg)
     dataset = Dataset.from_list([{"prompt": g[0]["family"], "group_json": json.dumps(g)} for g in groups])
@@ -175,9 +175,8 @@ def train(cfg: dict, method: str = "run") -> dict:
         point = {"step": step, "rollouts": trainer.rollouts_done, **summary}
         if trainer.accelerator.is_main_process:
             curve.append(point)
-            with curve_path.open("a") as f:
-                f.write(json.dumps(point) + "\n")
-            print(f"[eval] rollout {trainer.rollouts_done}: {headline(summary)}")
+            append_jsonl(curve_path, point)
+            logger.info(f"eval after {trainer.rollouts_done} rollouts: {eval_headline(summary)}")
         return summary
 
     class PanelEval(TrainerCallback):
@@ -189,14 +188,14 @@ def train(cfg: dict, method: str = "run") -> dict:
                 evaluate(trainer, state.global_step)
 
     trainer = SkillRiseTrainer(path, args, env, dataset, processing_class=tok, callbacks=[PanelEval()])
-    if curve_path.exists():
+    if trainer.accelerator.is_main_process and curve_path.exists():
         curve_path.unlink()
     t0 = time.perf_counter()
     if env.eval_every:
         evaluate(trainer, 0)
     trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
     train_s = time.perf_counter() - t0
-    trainer.save_model(str(out / "final"))  # weights stay under runs/ (git-ignored); results go to results/
+    trainer.save_model(str(out / "final"))  # weights stay under the run's folder
     final = curve[-1] if curve and curve[-1]["step"] == trainer.state.global_step else None
     summary = final if final is not None else evaluate(trainer, trainer.state.global_step)
     trainer.pool.close()
@@ -212,7 +211,7 @@ def train(cfg: dict, method: str = "run") -> dict:
         "final": {k: v for k, v in summary.items() if k not in ("step", "rollouts")},
         "curve": curve,
         "log_history": trainer.state.log_history,
-        "config": json.loads((out / "config.json").read_text()),
+        "config": resolved,
         "torch_threads": torch.get_num_threads(),
     }
     if trainer.accelerator.is_main_process:
@@ -220,7 +219,7 @@ def train(cfg: dict, method: str = "run") -> dict:
     return payload
 
 
-def evaluate_model(cfg: dict, method: str = "eval", out: Path | None = None) -> dict:
+def evaluate_model(cfg: dict, method: str = "eval", output: Path = Path("runs/skillrise")) -> dict:
     """Evaluate `model.name_or_path` on the panels with HF generation (resumable: trials are logged as they end)."""
     from functools import partial
 
@@ -237,8 +236,9 @@ def evaluate_model(cfg: dict, method: str = "eval", out: Path | None = None) -> 
     from .trial import TrialRunner, summarize_trials, trial_record
 
     args, env, model_cfg = cfg["trainer"], cfg["env"], cfg["model"]
-    out = out or Path(args.output_dir)
-    _dump(cfg, out)
+    out = run_folder(args, output, run_name(cfg, method))
+    log_to_file(out, "eval.log")
+    resolved = dump_config(cfg, out, headline(cfg))
     path = model_path(model_cfg.name_or_path)
     tok = AutoTokenizer.from_pretrained(path, padding_side="left")
     model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, model_cfg.dtype))
@@ -268,12 +268,11 @@ def evaluate_model(cfg: dict, method: str = "eval", out: Path | None = None) -> 
                 chunk = todo[start : start + slots]
                 trials = runner.run([g for g, _ in chunk], list(range(len(chunk))), [s for _, s in chunk], generate,
                                     skip_won=mode == "repeat")  # fmt: skip
-                with log.open("a") as f:
-                    for t in trials:
-                        rec = trial_record(t)
-                        done[(tuple(rec["task_ids"]), rec["seed"])] = rec
-                        f.write(json.dumps(rec) + "\n")
-                print(f"[eval] {mode}: {min(start + slots, len(todo))}/{len(todo)} trials")
+                for t in trials:
+                    rec = trial_record(t)
+                    done[(tuple(rec["task_ids"]), rec["seed"])] = rec
+                    append_jsonl(log, rec)
+                logger.info(f"eval {mode}: {min(start + slots, len(todo))}/{len(todo)} trials")
             records = [done[(tuple(t["task_id"] for t in g), s)] for s in seeds for g in groups]
             summary[mode] = summarize_trials(records, mode, seeds)
     payload = {
@@ -285,115 +284,56 @@ def evaluate_model(cfg: dict, method: str = "eval", out: Path | None = None) -> 
         "eval_seconds": time.perf_counter() - t0,
         "final": summary,
         "curve": [],
-        "config": json.loads((out / "config.json").read_text()),
+        "config": resolved,
     }
     write_results(out / "results.json", payload)
-    print(f"[eval] {method}: {headline(summary)}")
+    logger.info(f"eval {method}: {eval_headline(summary)}")
     return payload
 
 
-def reproduce(scale: str, seeds: list[int], overrides: list[str]) -> None:
-    """Run one scale's plan. CPU: untrained vs GRPO vs no-carry vs reflection carry vs SkillRise on TextRooms, per
-    seed. Runs live in `runs/skillrise/<scale>/` (git-ignored; a finished run is not redone, so an interrupted plan
-    resumes); their results JSON and curves are copied to `skillrise/results/<scale>/` and the README is rebuilt."""
-    from .report import report
-
+def reproduce(scale: str, seeds: list[int], overrides: list[str], output: Path) -> None:
+    """Run one scale's plan into `output/<scale>/<method>/...` (a finished run is not redone, so an interrupted plan
+    resumes). CPU: untrained vs GRPO vs no-carry vs reflection carry vs SkillRise on TextRooms, per seed. Paper: GRPO
+    (matched budget) and SkillRise on each paper config, launched with `accelerate`. Tracked files are never written
+    here: `skillrise report --runs <output>` copies the results into `skillrise/results/` and rebuilds the README."""
     if scale == "cpu":
-        for seed in seeds:
-            for method, extra in {"untrained": [], **CPU_METHODS}.items():
-                run = Path("runs") / "skillrise" / "cpu" / method / f"seed{seed}"
-                if (run / "results.json").exists():
-                    print(f"[reproduce] {method} seed {seed}: finished earlier in {run}, not redone")
-                else:
-                    cfg = load(CPU_CONFIG, [*extra, *overrides, f"trainer.seed={seed}", f"trainer.output_dir={run}"])
-                    if method == "untrained":
-                        evaluate_model(cfg, method, run)
-                    else:
-                        train(cfg, method)
-                keep = RESULTS_DIR / "cpu" / method / f"seed{seed}"
-                keep.mkdir(parents=True, exist_ok=True)
-                for name in ("results.json", "eval_curve.jsonl", "config.json"):
-                    if (run / name).exists():
-                        shutil.copy(run / name, keep / name)
-        report()
-        return
-    if scale != "paper":
-        raise SystemExit(f"Unknown scale {scale!r}; valid: cpu, paper.")
-    check_paper_prerequisites(PAPER_CONFIGS)
-    for name in PAPER_CONFIGS:
-        for seed in seeds:
-            for method, extra in PAPER_METHODS.items():
-                if method == "grpo":
-                    per_device = load(name, ["trainer.use_cpu=true"])["trainer"].per_device_train_batch_size
-                    extra = [*extra, f"trainer.per_device_train_batch_size={3 * per_device}"]
-                run = Path("runs") / "skillrise" / "paper" / method / f"seed{seed}_{name}"
-                if not (run / "results.json").exists():
-                    cmd = [
-                        "accelerate", "launch", "--config_file", str(accelerate_config()), "-m", "skillrise.cli",
-                        "train", "--config", name, "--method", method, f"trainer.seed={seed}",
-                        f"trainer.output_dir={run}", *extra, *overrides,
-                    ]  # fmt: skip
-                    print("[reproduce]", " ".join(cmd))
-                    subprocess.run(cmd, check=True)
-                keep = RESULTS_DIR / "paper" / method / f"seed{seed}_{name}"
-                keep.mkdir(parents=True, exist_ok=True)
-                for file in ("results.json", "eval_curve.jsonl", "config.json"):
-                    shutil.copy(run / file, keep / file)
-    report()
-
-
-def accelerate_config() -> Path:
-    from importlib.resources import files
-
-    return Path(str(files("agentrl_shared") / "accelerate" / "zero3.yaml"))
-
-
-def check_paper_prerequisites(configs: list[str]) -> None:
-    """Fail fast, with the reason and the fix, when a paper-scale run cannot start here."""
-    import torch
-
-    from agentrl_shared.config import ConfigError
-
-    problems = []
-    if not torch.cuda.is_available():
-        problems.append("no CUDA device is visible (paper scale needs GPUs; SCALE=cpu runs anywhere)")
-    try:
-        import vllm  # noqa: F401
-    except ImportError:
-        problems.append("vLLM is not installed: run `uv sync --locked --extra vllm`")
-    for name in configs:
-        try:
-            load(name, ["trainer.use_cpu=true"])  # data locations only; the GPU check is above
-        except ConfigError as exc:
-            problems.append(f"{name}: {exc}")
-    if problems:
-        raise SystemExit("Cannot start the paper-scale SkillRise run:\n- " + "\n- ".join(problems))
+        methods = {"untrained": [], **CPU_METHODS}
+        for _, seed, method, run in pending_runs(output, "cpu", seeds, list(methods)):
+            cfg = load(CPU_CONFIG, [*methods[method], *overrides, f"trainer.seed={seed}", f"trainer.output_dir={run}"])
+            if method == "untrained":
+                evaluate_model(cfg, method)
+            else:
+                train(cfg, method)
+    else:
+        check_paper_prerequisites("SkillRise", PAPER_CONFIGS, load)
+        for name, seed, method, run in pending_runs(output, "paper", seeds, list(PAPER_METHODS), PAPER_CONFIGS):
+            extra = PAPER_METHODS[method]
+            if method == "grpo":
+                per_device = load(name, ["trainer.use_cpu=true"])["trainer"].per_device_train_batch_size
+                extra = [*extra, f"trainer.per_device_train_batch_size={3 * per_device}"]
+            launch(PACKAGE, name, method, run, [f"trainer.seed={seed}", *extra, *overrides])
+    logger.info(f"reproduce: runs are in {output}; `skillrise report --runs {output}` updates skillrise/results and "
+                "the README")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:
-    from agentrl_shared.config import ConfigError
+    parser, subs = build_parser(PACKAGE, __doc__, CPU_CONFIG)
+    ns = parse_args(parser, subs, argv)
+    setup_logging()
 
-    parser = argparse.ArgumentParser(prog="skillrise", description=__doc__)
-    parser.add_argument("command", choices=["train", "eval", "reproduce", "report"])
-    parser.add_argument("--config", default=CPU_CONFIG, help="a file in skillrise/configs/ (without .yaml) or a path")
-    parser.add_argument("--scale", default="cpu", help="reproduce: cpu (default) or paper")
-    parser.add_argument("--seeds", default="0", help="reproduce: comma-separated training seeds")
-    parser.add_argument("--method", default="run", help="label written into results.json")
-    parser.add_argument("overrides", nargs="*", help="key=value or section.key=value")
-    ns = parser.parse_intermixed_args(argv)
-    try:
+    def command():
         if ns.command == "report":
             from .report import report
 
-            report()
+            report(ns.readme, ns.runs)
         elif ns.command == "reproduce":
-            reproduce(ns.scale, [int(s) for s in ns.seeds.split(",")], ns.overrides)
+            reproduce(ns.scale, seeds_arg(ns.seeds), ns.overrides, ns.output)
         elif ns.command == "train":
-            train(load(ns.config, ns.overrides), ns.method)
+            train(load(ns.config, ns.overrides), ns.method, ns.output)
         else:
-            evaluate_model(load(ns.config, ns.overrides), ns.method)
-    except ConfigError as exc:  # one line naming the problem and the fix, no traceback
-        raise SystemExit(f"skillrise: {exc}") from None
+            evaluate_model(load(ns.config, ns.overrides), ns.method, ns.output)
+
+    run_command(PACKAGE, command)
 
 
 if __name__ == "__main__":

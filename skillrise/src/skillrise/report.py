@@ -1,29 +1,24 @@
 """`skillrise report`: the README results tables and learning curves, generated from result files only.
 
-Ours come from `skillrise/results/<scale>/<method>/seed*/results.json`; the paper publishes no numbers (its results
-are a figure only), so the Paper column says so. A row with no result file says `not run`.
+`skillrise report --runs runs/skillrise` first copies every finished run (its `results.json`, curve and config) from
+the runs folder into `<README folder>/results/<scale>/<method>/<run>/`; the tables are then rebuilt from those files
+only. The paper publishes no numbers (its results are a figure only), so the Paper column says so. A row with no
+result file says `not run`.
 """
 
 import json
+import logging
 from pathlib import Path
 
-from agentrl_shared.report import markdown_table, mean_std, plot_curves, replace_block
+from agentrl_shared.report import collect_runs, load_runs, markdown_table, mean_std, plot_curves, replace_block
 
 
-PACKAGE_DIR = Path(__file__).resolve().parents[2]
-RESULTS = PACKAGE_DIR / "results"
+logger = logging.getLogger(__name__)
+RUN_FILES = ("results.json", "eval_curve.jsonl", "config.json")
 METHOD_NAMES = {"untrained": "Untrained (skill carry)", "grpo": "GRPO (group 24 matched; 12 at CPU scale)",
                 "no_carry": "No carry", "reflect": "Reflection carry (LaMer-style)", "skillrise": "SkillRise"}  # fmt: skip
 PAPER = "n/a (figure only)"
 HEADER = ["Env", "Model", "Method", "Metric", "Paper", "Ours (mean +- std, n seeds)", "commit"]
-
-
-def load_runs(scale: str) -> dict[str, list[dict]]:
-    """`{method: [results.json payloads, one per seed]}` for one scale."""
-    runs: dict[str, list[dict]] = {}
-    for path in sorted((RESULTS / scale).glob("*/seed*/results.json")):
-        runs.setdefault(path.parent.parent.name, []).append(json.loads(path.read_text()))
-    return runs
 
 
 def metric_rows(env: str, model: str, runs: dict[str, list[dict]], K: int) -> list[list[str]]:
@@ -63,20 +58,24 @@ def bench_block(path: Path) -> str:
     return markdown_table(["Comparison", "GRPO", "SkillRise"], rows) + f"\n\ncommit {data['skillrise/commit']}"
 
 
-def report() -> None:
-    readme_path = PACKAGE_DIR / "README.md"
-    text = readme_path.read_text()
-    cpu = load_runs("cpu")
+def report(readme: Path, runs: Path | None = None) -> None:
+    """Rebuild `readme`'s result blocks (and the CPU learning curves) from `<readme folder>/results`, after copying
+    finished runs from `runs` there when given; the bench block reads `bench-results.json` next to the package."""
+    results = readme.parent / "results"
+    if runs is not None:
+        logger.info(f"report: copied {collect_runs(runs, results, RUN_FILES)} finished runs from {runs} to {results}")
+    text = readme.read_text()
+    cpu = load_runs(results, "cpu")
     text = replace_block(text, "results-cpu", markdown_table(HEADER, metric_rows("TextRooms", "SmolLM2-135M-Instruct",
                                                                                  cpu, 3)))  # fmt: skip
-    paper = load_runs("paper")
+    paper = load_runs(results, "paper")
     rows = []
     for env, model in (("scienceworld", "Qwen3-4B"), ("alfworld", "Qwen3-4B"), ("webshop", "Qwen3-4B")):
         mine = {m: [p for p in ps if p["env"] == env] for m, ps in paper.items()}
         rows += metric_rows(env, model, mine, 3)
     text = replace_block(text, "results-paper", markdown_table(HEADER, rows))
-    text = replace_block(text, "bench", bench_block(PACKAGE_DIR.parent / "bench-results.json"))
-    readme_path.write_text(text)
+    text = replace_block(text, "bench", bench_block(readme.resolve().parent.parent / "bench-results.json"))
+    readme.write_text(text)
     if cpu:
-        curves(cpu, RESULTS / "cpu" / "learning_curves.png", "TextRooms, SmolLM2-135M (CPU scale)")
-    print(f"[report] wrote {readme_path}")
+        curves(cpu, results / "cpu" / "learning_curves.png", "TextRooms, SmolLM2-135M (CPU scale)")
+    logger.info(f"report: wrote {readme}")

@@ -1,0 +1,242 @@
+"""The pieces every trainer package's `cli.py` would otherwise write again: `<pkg> train|eval|reproduce|report`.
+
+Plain functions a package's `cli.py` calls; the package keeps its own plan (configs x methods x seeds), its trainer
+and its evaluation. Runs go under an output folder the user names (default `runs/<pkg>`, ignored by git); only
+`report` writes committed files. Configuration and data errors end the command with one line naming the problem and
+the fix, and a non-zero exit status, without a traceback.
+"""
+
+import argparse
+import json
+import logging
+import os
+import subprocess
+from collections.abc import Callable, Iterator
+from importlib.resources import files
+from pathlib import Path
+
+from .config import ConfigError, to_dict
+
+
+logger = logging.getLogger(__name__)
+NOISY_LOGGERS = ("httpx", "datasets", "deepspeed", "torch.distributed")
+
+
+# ------------------------------------------------------------------------------------------------- processes, logs
+
+
+def is_main_process() -> bool:
+    """Rank 0 of a `torchrun`/`accelerate` launch (or a plain process); the one that writes files and logs INFO."""
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def setup_logging() -> None:
+    """INFO on the main process, warnings only on the other ranks; chatty libraries at WARNING."""
+    logging.basicConfig(level=logging.INFO if is_main_process() else logging.WARNING, format="%(message)s")
+    for name in NOISY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+class RunLogHandler(logging.FileHandler):
+    """The file handler of the current run's log (one at a time: a new run's replaces the previous run's)."""
+
+
+def log_to_file(out: Path, name: str = "train.log") -> None:
+    """Send every log record (every metric line) to `<out>/<name>` on the main process; the console keeps one
+    progress line per rollout. A previous run's log file (earlier in the same `reproduce`) is closed first."""
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if isinstance(h, RunLogHandler)]:
+        root.removeHandler(handler)
+        handler.close()
+    if is_main_process():
+        out.mkdir(parents=True, exist_ok=True)
+        handler = RunLogHandler(out / name)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+        root.addHandler(handler)
+
+
+# ----------------------------------------------------------------------------------------------- one run's folder
+
+
+def run_folder(args, output: Path, name: str) -> Path:
+    """The run's folder: `trainer.output_dir` when the user set it, else `<output>/<name>` (written back into
+    `args.output_dir`, where TRL puts checkpoints)."""
+    if args.output_dir == "trainer_output":  # TRL's default: name the run under the output folder instead
+        args.output_dir = str(output / name)
+    return Path(args.output_dir)
+
+
+def dump_config(cfg: dict, out: Path, headline: str) -> dict:
+    """Write the resolved config to `<out>/config.json` (main process) and log one headline line; returns the
+    resolved config as a JSON-friendly dict (on every rank, for the results payload)."""
+    resolved = to_dict(cfg)
+    if is_main_process():
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "config.json").write_text(json.dumps(resolved, indent=2) + "\n")
+    logger.info(f"{cfg['_source']}: {headline} output_dir={out}")
+    return resolved
+
+
+def set_model_init_kwargs(args, model_cfg) -> None:
+    """`model:` section into TRL's `model_init_kwargs` (dtype, attention implementation); the YAML's own
+    `trainer.model_init_kwargs` entries win."""
+    kwargs = {"dtype": model_cfg.dtype}
+    if model_cfg.attn_implementation:
+        kwargs["attn_implementation"] = model_cfg.attn_implementation
+    args.model_init_kwargs = {**kwargs, **(args.model_init_kwargs or {})}
+
+
+def append_jsonl(path: Path, record: dict) -> None:
+    """Append one record (an evaluation point, a trial) to a JSONL file, so results are on disk as they come."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+def load_panel(env) -> tuple[list[dict], list[int]]:
+    """The fixed evaluation panel of an `EnvConfig` with the shared environments: the first `eval_episodes` tasks of
+    `eval_split`, and the evaluation seeds (`seed_offset_eval + eval_seeds`)."""
+    from .envs import load_tasks
+
+    tasks = load_tasks(env.name, env.eval_split, **env.task_kwargs)[: env.eval_episodes]
+    return tasks, [env.seed_offset_eval + s for s in env.eval_seeds]
+
+
+# ------------------------------------------------------------------------------------------------------ reproduce
+
+
+def pending_runs(
+    output: Path, scale: str, seeds: list[int], methods: list[str], configs: list[str | None] = (None,)
+) -> Iterator[tuple[str | None, int, str, Path]]:
+    """`(config, seed, method, run folder)` for every run of a plan that has not finished; a finished run (its
+    `results.json` exists) is logged and skipped, so an interrupted plan resumes. Folders:
+    `<output>/<scale>/<method>/seed<seed>[_<config>]`."""
+    for config in configs:
+        for seed in seeds:
+            for method in methods:
+                run = output / scale / method / (f"seed{seed}" + (f"_{config}" if config else ""))
+                if (run / "results.json").exists():
+                    logger.info(f"reproduce: {method} seed {seed} finished earlier in {run}, not redone")
+                    continue
+                yield config, seed, method, run
+
+
+def accelerate_config() -> Path:
+    """The DeepSpeed ZeRO-3 `accelerate` config shipped with `agentrl_shared` (paper-scale launches)."""
+    return Path(str(files("agentrl_shared") / "accelerate" / "zero3.yaml"))
+
+
+def launch(package: str, config: str, method: str, run: Path, args: list[str], launch_args: list[str] = ()) -> None:
+    """`accelerate launch` one paper-scale training run of `package` (ZeRO-3), in a fresh process."""
+    cmd = ["accelerate", "launch", "--config_file", str(accelerate_config()), *launch_args, "-m", f"{package}.cli",
+           "train", "--config", config, "--method", method, f"trainer.output_dir={run}", *args]  # fmt: skip
+    logger.info("reproduce: " + " ".join(cmd))
+    subprocess.run(cmd, check=True)
+
+
+def check_paper_prerequisites(title: str, configs: list[str], load: Callable[[str, list[str]], dict]) -> None:
+    """Fail fast, with every reason and its fix, when a paper-scale run cannot start here: no CUDA device, no vLLM,
+    or a config whose data location is unset (`load` is the package's config loader)."""
+    import torch
+
+    problems = []
+    if not torch.cuda.is_available():  # (make reproduce checks nvidia-smi before syncing; this covers direct calls)
+        problems.append("no CUDA device is visible (paper scale needs GPUs; --scale cpu runs anywhere)")
+    try:
+        import vllm  # noqa: F401
+    except ImportError:
+        problems.append("vLLM is not installed: run `uv sync --locked --extra vllm`")
+    for name in configs:
+        try:
+            load(name, ["trainer.use_cpu=true"])  # data locations only; the GPU check is above
+        except ConfigError as exc:
+            problems.append(f"{name}: {exc}")
+    if problems:
+        raise ConfigError(f"cannot start the paper-scale {title} run: " + "; ".join(problems))
+
+
+# --------------------------------------------------------------------------------------------------- command line
+
+
+def build_parser(package: str, doc: str, default_config: str) -> tuple[argparse.ArgumentParser, dict]:
+    """`<package> train|eval|reproduce|report`, each subcommand with the flags every trainer package honours; a
+    package adds its own flags to the returned subparsers (`{"train": ..., "eval": ..., ...}`)."""
+    parser = argparse.ArgumentParser(prog=package, description=doc, formatter_class=argparse.RawTextHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{train,eval,reproduce,report}")
+    helps = {
+        "train": "train one configuration, then evaluate it on the fixed panel",
+        "eval": "evaluate model.name_or_path on the fixed panel (the untrained baseline, or a checkpoint)",
+        "reproduce": "run one scale's plan (methods x seeds) under --output; finished runs are not redone",
+        "report": "copy finished runs into <README folder>/results and rebuild the README tables and curves",
+    }
+    subs = {name: sub.add_parser(name, help=text, description=text) for name, text in helps.items()}
+    output = f"runs/{package}"
+    for name in ("train", "eval"):
+        q = subs[name]
+        q.add_argument("--config", default=default_config,
+                       help=f"a file in {package}/configs/ (name without .yaml) or a YAML path (default {default_config})")  # fmt: skip
+        q.add_argument("--output", default=Path(output), type=Path,
+                       help=f"folder the run's folder is created in (default {output}, git-ignored); "
+                       "trainer.output_dir=DIR names the run's folder itself")  # fmt: skip
+        q.add_argument("--method", default="run" if name == "train" else "eval",
+                       help="label written into results.json and the run's folder name")  # fmt: skip
+        q.add_argument("overrides", nargs="*", help="key=value or section.key=value")
+    q = subs["reproduce"]
+    q.add_argument("--scale", default="cpu", choices=["cpu", "paper"], help="cpu (default, minutes) or paper (GPUs)")
+    q.add_argument("--seeds", default="0", help="comma-separated training seeds (default 0)")
+    q.add_argument("--output", default=Path(output), type=Path, help=f"where runs are written (default {output})")
+    q.add_argument("overrides", nargs="*", help="key=value or section.key=value, applied to every run")
+    q = subs["report"]
+    q.add_argument("--runs", default=None, type=Path, help=f"copy finished runs from here first (e.g. {output})")
+    q.add_argument("--readme", default=Path(f"{package}/README.md"), type=Path,
+                   help=f"the README to rebuild (default {package}/README.md); results live in <its folder>/results")  # fmt: skip
+    return parser, subs
+
+
+def parse_args(parser: argparse.ArgumentParser, subs: dict, argv: list[str] | None) -> argparse.Namespace:
+    """Parse `<command> [options and key=value overrides in any order]`."""
+    argv = list(argv) if argv is not None else None
+    if not argv or argv[0] not in subs:
+        return parser.parse_args(argv)  # --help, or a usage error naming the valid commands
+    ns = subs[argv[0]].parse_intermixed_args(argv[1:])  # (argparse cannot intermix through subparsers)
+    ns.command = argv[0]
+    return ns
+
+
+def seeds_arg(text: str) -> list[int]:
+    """`--seeds 0,1,2` into a list; a malformed list is a configuration error."""
+    try:
+        return [int(s) for s in text.split(",")]
+    except ValueError:
+        raise ConfigError(
+            f"--seeds {text!r} is not a comma-separated list of integers (e.g. --seeds 0,1,2)."
+        ) from None
+
+
+def run_command(package: str, command: Callable[[], object], errors: tuple[type[Exception], ...] = ()) -> None:
+    """Run `command`; a configuration error (or one of the package's data `errors`) ends it with one line
+    `<package>: <problem and fix>` and exit status 1, without a traceback."""
+    try:
+        command()
+    except (ConfigError, *errors) as exc:
+        raise SystemExit(f"{package}: {' '.join(str(exc).split())}") from None
+
+
+__all__ = [
+    "accelerate_config",
+    "append_jsonl",
+    "build_parser",
+    "check_paper_prerequisites",
+    "dump_config",
+    "is_main_process",
+    "launch",
+    "load_panel",
+    "log_to_file",
+    "parse_args",
+    "pending_runs",
+    "run_command",
+    "run_folder",
+    "seeds_arg",
+    "set_model_init_kwargs",
+    "setup_logging",
+]
