@@ -51,20 +51,22 @@ test: setup  ## run the offline test suite (no GPU, no network)
 test-slow: setup  ## also run the slow tests (minutes)
 	@set -e; for d in $(TEST_DIRS); do echo "== pytest $$d"; $(RUN) pytest -q -m "not gpu" $$d; done
 
-# each package's reproduce and report commands (vitabench2 is a harness: its "reproduce" is the offline sample run)
+# each package's reproduce and report commands (vitabench2 is a harness: its "reproduce" is the offline sample run).
+# reproduce writes runs under runs/ (git-ignored) only; report is the one step that copies finished runs into the
+# package's committed results/ and rebuilds its README tables.
 REPRODUCE_sdar = sdar reproduce --scale $(SCALE) --seeds $(SEEDS)
 REPRODUCE_agentopsd = agentopsd reproduce --scale $(SCALE) --seeds $(SEEDS)
-REPRODUCE_vad = sh -c 'vad reproduce --scale $(SCALE) --output runs/vad && vad report runs/vad'
+REPRODUCE_vad = vad reproduce --scale $(SCALE) --output runs/vad
 REPRODUCE_skillrise = skillrise reproduce --scale $(SCALE) --seeds $(SEEDS)
 REPRODUCE_envace = envace reproduce --scale $(SCALE) --seeds $(SEEDS)
-REPRODUCE_vitabench2 = sh -c 'vitabench2 reproduce --output runs/vitabench2 && $(REPORT_vitabench2) \
-	runs/vitabench2/sample_smollm2_full_context runs/vitabench2/sample_smollm2_rag'
+REPRODUCE_vitabench2 = vitabench2 reproduce --output runs/vitabench2
 REPORT_sdar = sdar report --runs runs/sdar
 REPORT_agentopsd = agentopsd report
-REPORT_vad = vad report
+REPORT_vad = vad report $(wildcard runs/vad)
 REPORT_skillrise = skillrise report --runs runs/skillrise
-REPORT_envace = envace report
-REPORT_vitabench2 = vitabench2 report --results vitabench2/results --readme vitabench2/README.md
+REPORT_envace = envace report --runs runs/envace
+REPORT_vitabench2 = vitabench2 report --results vitabench2/results --readme vitabench2/README.md \
+	$(wildcard runs/vitabench2/sample_smollm2_full_context runs/vitabench2/sample_smollm2_rag)
 
 reproduce: check-paper check-scale setup  ## run a paper's plan: PAPER=sdar SCALE=cpu|paper SEEDS=0[,1,...]
 	$(RUN) $(REPRODUCE_$(PAPER))
@@ -101,5 +103,5 @@ COMPARE_textrooms = GRPO=agentopsd:textrooms_smollm2-135m_cpu:grpo SDAR=sdar:tex
 
 compare: setup  ## GRPO, SDAR, AgentOPSD, RLSD, Skill-SD side by side: ENV=textrooms SEEDS=0,1 (one table, one plot)
 	@test -n "$(COMPARE_$(ENV))" || { echo "No compare plan for ENV=$(ENV); valid: textrooms"; exit 2; }
-	$(RUN) python -m agentrl_shared.compare --env $(ENV) --seeds $(SEEDS) --out results/compare/$(ENV) \
+	$(RUN) python -m agentrl_shared.compare --env $(ENV) --seeds $(SEEDS) --out runs/compare/$(ENV) \
 		--runs runs/compare/$(ENV) $(COMPARE_$(ENV))

@@ -7,16 +7,14 @@ two-role rollout, the rule judge, role-wise advantages, TRL's loss and optimizer
 """
 
 import json
-import socket
 from importlib.resources import files
 
 import pytest
-import torch
-from safetensors.torch import load_file
 from scripted import ScriptedPolicy
 
 import envace.trainer
 from agentrl_shared.models import tiny_qwen3
+from agentrl_shared.smoke import changed_parameters, zero3_single_process_env
 from envace.cli import main
 from envace.data import generate_tasks
 
@@ -34,15 +32,6 @@ def scripted_generation(monkeypatch):
     return policies
 
 
-def changed_parameters(out_dir) -> tuple[int, list[str]]:
-    # read the safetensors directly: under a live ZeRO-3 config `from_pretrained` would partition the weights
-    before = load_file(tiny_qwen3() / "model.safetensors")
-    after = load_file(out_dir / "final" / "model.safetensors")
-    assert before.keys() == after.keys()
-    same = [k for k in before if torch.equal(before[k], after[k])]
-    return len(before), same
-
-
 def test_cli_trains_two_steps_and_moves_every_parameter(tmp_path, scripted_generation):
     out = tmp_path / "run"
     main(["train", "--config", "smoke", f"trainer.output_dir={out}"])
@@ -55,17 +44,13 @@ def test_cli_trains_two_steps_and_moves_every_parameter(tmp_path, scripted_gener
     assert sum(h["envace/simulator_rows"] for h in logs) > 0  # the rehearsal role was trained too
     assert 0.0 <= results["final"]["reward_mean"] <= 1.0
     assert sum(p.calls["simulator"] for p in scripted_generation) > 0
-    n, same = changed_parameters(out)
+    n, same = changed_parameters(tiny_qwen3(), out / "final")
     assert n > 0 and same == [], f"unchanged parameters: {same}"
 
 
 @pytest.fixture
 def zero3_env(monkeypatch):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    for key, value in {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
-                       "MASTER_PORT": str(port), "ACCELERATE_USE_DEEPSPEED": "true"}.items():  # fmt: skip
+    for key, value in zero3_single_process_env().items():
         monkeypatch.setenv(key, value)
 
 
@@ -76,5 +61,5 @@ def test_cli_trains_under_deepspeed_zero3(tmp_path, zero3_env, scripted_generati
     main(["train", "--config", "smoke", f"trainer.output_dir={out}", f"trainer.deepspeed={ds}"])
     results = json.loads((out / "results.json").read_text())
     assert results["steps"] == 2
-    n, same = changed_parameters(out)
+    n, same = changed_parameters(tiny_qwen3(), out / "final")
     assert n > 0 and same == [], f"unchanged parameters: {same}"

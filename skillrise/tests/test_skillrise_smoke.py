@@ -5,24 +5,13 @@ document kept), so these runs also show that malformed output never stops traini
 """
 
 import json
-import socket
 from importlib.resources import files
 
 import pytest
-import torch
-from safetensors.torch import load_file
 
 from agentrl_shared.models import tiny_qwen3
+from agentrl_shared.smoke import changed_parameters, zero3_single_process_env
 from skillrise.cli import main
-
-
-def changed_parameters(out_dir) -> tuple[int, list[str]]:
-    # read the safetensors directly: under a live ZeRO-3 config `from_pretrained` would partition the weights
-    before = load_file(tiny_qwen3() / "model.safetensors")
-    after = load_file(out_dir / "final" / "model.safetensors")
-    assert before.keys() == after.keys()
-    same = [k for k in before if torch.equal(before[k], after[k])]
-    return len(before), same
 
 
 def test_cli_trains_two_steps_and_moves_every_parameter(tmp_path):
@@ -38,7 +27,7 @@ def test_cli_trains_two_steps_and_moves_every_parameter(tmp_path):
     assert "kl" not in logs[0]  # beta = 0: no KL term (official use_kl_loss=False)
     final = results["final"]
     assert set(final) == {"repeat", "cross"} and "pass@2" in final["repeat"] and "success_pos1" in final["cross"]
-    n, same = changed_parameters(out)
+    n, same = changed_parameters(tiny_qwen3(), out / "final")
     assert n > 0 and same == [], f"unchanged parameters: {same}"
 
 
@@ -51,11 +40,7 @@ def test_cli_rejects_bad_values_in_one_line(tmp_path):
 
 @pytest.fixture
 def zero3_env(monkeypatch):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    for key, value in {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
-                       "MASTER_PORT": str(port), "ACCELERATE_USE_DEEPSPEED": "true"}.items():  # fmt: skip
+    for key, value in zero3_single_process_env().items():
         monkeypatch.setenv(key, value)
 
 
@@ -65,5 +50,5 @@ def test_cli_trains_under_deepspeed_zero3(tmp_path, zero3_env):
     main(["train", "--config", "smoke", f"trainer.output_dir={out}", f"trainer.deepspeed={ds}"])
     results = json.loads((out / "results.json").read_text())
     assert results["steps"] == 2
-    n, same = changed_parameters(out)
+    n, same = changed_parameters(tiny_qwen3(), out / "final")
     assert n > 0 and same == [], f"unchanged parameters: {same}"

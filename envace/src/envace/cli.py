@@ -1,28 +1,42 @@
-"""`envace train|eval|reproduce|report --config NAME key=value ...` (same skeleton as every package's CLI).
+"""`envace train|eval|reproduce|report`: the EnvACE command line (`envace <command> --help` for its flags).
 
 `train` runs one configuration and evaluates the result on the fixed panel with the real tool back ends (one
 committed execution per task); `eval` evaluates a model (the untrained baseline, or a checkpoint), optionally with
-test-time rehearsal (`--tts parallel|sequential`); `reproduce` runs one scale's plan (methods x seeds) and writes
-results JSON and the README table; `report` regenerates the table from the result files. No algorithm logic here.
+test-time rehearsal (`--tts parallel|sequential`); `reproduce` runs one scale's plan (methods x seeds) under an output
+folder (git-ignored); `report` copies finished runs into `envace/results` and rebuilds the README tables from those
+files, the only command that writes tracked files. No algorithm logic here.
 """
 
-import argparse
 import json
-import shutil
+import logging
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
+from agentrl_shared.cli import (
+    append_jsonl,
+    build_parser,
+    check_paper_prerequisites,
+    dump_config,
+    launch,
+    log_to_file,
+    parse_args,
+    pending_runs,
+    run_command,
+    run_folder,
+    seeds_arg,
+    set_model_init_kwargs,
+    setup_logging,
+)
 from agentrl_shared.offline import set_offline_env
 
 
 set_offline_env()  # before transformers / trl are imported
 
+logger = logging.getLogger("envace")
+
 PACKAGE = "envace"
-PACKAGE_DIR = Path(__file__).resolve().parents[2]  # envace/ (the folder holding README.md)
-RESULTS_DIR = PACKAGE_DIR / "results"
 # CPU plan: EnvACE against its baselines (paper section 5) as overrides of one config
 CPU_CONFIG = "tooltasks_smollm2-135m_cpu"
 CPU_METHODS = {
@@ -42,12 +56,10 @@ def sections():
 
 
 def load(config: str, overrides: list[str]) -> dict:
-    from agentrl_shared.config import ConfigError, load_config
+    """The resolved config; a bad file, key or value (the dataclasses' own checks too) raises `ConfigError`."""
+    from agentrl_shared.config import load_config
 
-    try:
-        return load_config(config, overrides, sections(), PACKAGE)
-    except (ConfigError, ValueError) as exc:  # config errors: one line naming the problem and the fix
-        raise SystemExit(f"envace: {exc}") from None
+    return load_config(config, overrides, sections(), PACKAGE)
 
 
 def run_name(cfg: dict, method: str) -> str:
@@ -55,28 +67,20 @@ def run_name(cfg: dict, method: str) -> str:
     return f"{cfg['env'].source}_{model}_{method}_seed{cfg['trainer'].seed}"
 
 
-def _dump(cfg: dict, out: Path) -> None:
-    from agentrl_shared.config import to_dict
-
-    out.mkdir(parents=True, exist_ok=True)
-    resolved = to_dict(cfg)
-    (out / "config.json").write_text(json.dumps(resolved, indent=2) + "\n")
-    print(json.dumps({k: v for k, v in resolved.items() if k != "trainer"}, indent=2))
+def headline(cfg: dict) -> str:
     t = cfg["trainer"]
-    print(f"trainer: lr={t.learning_rate} tool_return_mode={t.tool_return_mode} model_sharing={t.model_sharing} "
-          f"judge={t.judge} beta={t.beta} G={t.num_generations} max_steps={t.max_steps} output_dir={t.output_dir}")  # fmt: skip
+    return (f"source={cfg['env'].source} model={cfg['model'].name_or_path} lr={t.learning_rate} "
+            f"tool_return_mode={t.tool_return_mode} model_sharing={t.model_sharing} judge={t.judge} beta={t.beta} "
+            f"G={t.num_generations} max_steps={t.max_steps}")  # fmt: skip
 
 
 def _tasks(cfg: dict, split: str) -> list[dict]:
-    from .data import DataError, load_tasks
+    from .data import load_tasks
 
     env = cfg["env"]
     n = env.num_train_tasks if split == "train" else env.num_eval_tasks
     path = env.train_path if split == "train" else env.eval_path
-    try:
-        tasks = load_tasks(env.source, split, n, env.task_seed, path, env.max_task_turns, env.max_num_checklist)
-    except DataError as exc:
-        raise SystemExit(f"envace: {exc}") from None
+    tasks = load_tasks(env.source, split, n, env.task_seed, path, env.max_task_turns, env.max_num_checklist)
     return tasks if split == "train" else tasks[: env.eval_episodes]
 
 
@@ -99,7 +103,7 @@ def trajectory_record(t, seed: int) -> dict:
             "messages": t.messages}  # fmt: skip
 
 
-def train(cfg: dict, method: str = "run") -> dict:
+def train(cfg: dict, method: str = "run", output: Path = Path("runs/envace")) -> dict:
     """Train one configuration, then evaluate it on the fixed panel; returns the results payload."""
     import torch
     from datasets import Dataset
@@ -111,12 +115,11 @@ def train(cfg: dict, method: str = "run") -> dict:
     from .trainer import EnvACETrainer, make_collector
 
     args, env, model_cfg = cfg["trainer"], cfg["env"], cfg["model"]
-    if args.output_dir == "trainer_output":  # TRL's default: name the run instead
-        args.output_dir = f"runs/envace/{run_name(cfg, method)}"
-    out = Path(args.output_dir)
-    _dump(cfg, out)
+    out = run_folder(args, output, run_name(cfg, method))
+    log_to_file(out)
+    resolved = dump_config(cfg, out, headline(cfg))
     path = model_path(model_cfg.name_or_path)
-    args.model_init_kwargs = {"dtype": model_cfg.dtype, **(args.model_init_kwargs or {})}
+    set_model_init_kwargs(args, model_cfg)
     tok = AutoTokenizer.from_pretrained(path, padding_side="left")
     dataset = Dataset.from_list(
         [{"prompt": t["user_turns"][0], "task_json": json.dumps(t)} for t in _tasks(cfg, "train")]
@@ -135,10 +138,9 @@ def train(cfg: dict, method: str = "run") -> dict:
         point = {"step": step, "rollouts": trainer.rollouts_done, **summary}
         if trainer.accelerator.is_main_process:
             curve.append(point)
-            with curve_path.open("a") as f:
-                f.write(json.dumps(point) + "\n")
-            print(f"[eval] rollout {trainer.rollouts_done}: reward {summary['reward_mean']:.3f} "
-                  f"success {summary['success_mean']:.3f}")  # fmt: skip
+            append_jsonl(curve_path, point)
+            logger.info(f"eval after {trainer.rollouts_done} rollouts: reward {summary['reward_mean']:.3f} "
+                        f"success {summary['success_mean']:.3f}")  # fmt: skip
         return summary
 
     class PanelEval(TrainerCallback):
@@ -149,14 +151,14 @@ def train(cfg: dict, method: str = "run") -> dict:
                 evaluate(trainer, state.global_step)
 
     trainer = EnvACETrainer(path, args, env, dataset, processing_class=tok, callbacks=[PanelEval()])
-    if curve_path.exists():
+    if trainer.accelerator.is_main_process and curve_path.exists():
         curve_path.unlink()
     t0 = time.perf_counter()
     if env.eval_every:
         evaluate(trainer, 0)
     trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
     train_s = time.perf_counter() - t0
-    trainer.save_model(str(out / "final"))  # weights stay under runs/ (git-ignored); results go to results/
+    trainer.save_model(str(out / "final"))  # weights stay under the run's folder
     final = curve[-1] if curve and curve[-1]["step"] == trainer.state.global_step else None
     summary = final if final is not None else evaluate(trainer, trainer.state.global_step)
     payload = {
@@ -171,7 +173,7 @@ def train(cfg: dict, method: str = "run") -> dict:
         "final": {k: v for k, v in summary.items() if k not in ("step", "rollouts")},
         "curve": curve,
         "log_history": trainer.state.log_history,
-        "config": json.loads((out / "config.json").read_text()),
+        "config": resolved,
         "torch_threads": torch.get_num_threads(),
     }
     if trainer.accelerator.is_main_process:
@@ -179,7 +181,7 @@ def train(cfg: dict, method: str = "run") -> dict:
     return payload
 
 
-def evaluate_model(cfg: dict, method: str = "eval", out: Path | None = None, tts: str = "none") -> dict:
+def evaluate_model(cfg: dict, method: str = "eval", output: Path = Path("runs/envace"), tts: str = "none") -> dict:
     """Evaluate `model.name_or_path` on the panel with HF generation and the real tool back ends; with `tts`, each
     task is first rehearsed privately (`tts.py`) and then executed once. Episodes are logged as they end (resume)."""
     import torch
@@ -193,8 +195,9 @@ def evaluate_model(cfg: dict, method: str = "eval", out: Path | None = None, tts
     from .tts import rehearse_then_execute
 
     args, env, model_cfg = cfg["trainer"], cfg["env"], cfg["model"]
-    out = out or Path(args.output_dir)
-    _dump(cfg, out)
+    out = run_folder(args, output, run_name(cfg, method))
+    log_to_file(out, "eval.log")
+    resolved = dump_config(cfg, out, headline(cfg))
     path = model_path(model_cfg.name_or_path)
     tok = AutoTokenizer.from_pretrained(path, padding_side="left")
     model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, model_cfg.dtype))
@@ -218,10 +221,10 @@ def evaluate_model(cfg: dict, method: str = "eval", out: Path | None = None, tts
                 rehearsal = make_collector(args, env, tok, "agent", judged=False)
                 trajs = rehearse_then_execute(batch, generate, rehearsal, collector, tts, args.tts_budget)
             records = [trajectory_record(t, seed) for t in trajs]
-            with log.open("a") as f:
-                f.writelines(json.dumps(r) + "\n" for r in records)
+            for r in records:
+                append_jsonl(log, r)
             done.update({(r["task_id"], r["seed"]): r for r in records})
-            print(f"[eval] {method} seed {seed}: {min(start + chunk, len(todo))}/{len(todo)} tasks")
+            logger.info(f"eval {method} seed {seed}: {min(start + chunk, len(todo))}/{len(todo)} tasks")
     summary = summarize([done[(t["task_id"], s)] for s in seeds for t in panel], seeds)
     payload = {
         "method": method,
@@ -233,116 +236,68 @@ def evaluate_model(cfg: dict, method: str = "eval", out: Path | None = None, tts
         "eval_seconds": time.perf_counter() - t0,
         "final": summary,
         "curve": [],
-        "config": json.loads((out / "config.json").read_text()),
+        "config": resolved,
     }
     write_results(out / "results.json", payload)
-    print(f"[eval] {method}: reward {summary['reward_mean']:.3f} +- {summary['reward_std']:.3f}, "
+    logger.info(f"eval {method}: reward {summary['reward_mean']:.3f} +- {summary['reward_std']:.3f}, "
           f"success {summary['success_mean']:.3f}")  # fmt: skip
     return payload
 
 
-def reproduce(scale: str, seeds: list[int], overrides: list[str]) -> None:
-    """Run one scale's plan. CPU: untrained vs caller-only with real tools vs EnvACE on the generated tool tasks,
-    then test-time rehearsal (parallel, sequential) of the untrained and the EnvACE policies. Runs live in
-    `runs/envace/cpu/` (git-ignored; finished runs are not redone); results JSON are copied to `envace/results/cpu/`
-    and the README table is rebuilt from there."""
+def reproduce(scale: str, seeds: list[int], overrides: list[str], output: Path) -> None:
+    """Run one scale's plan into `output/<scale>/<method>/...` (a finished run is not redone, so an interrupted plan
+    resumes). CPU: untrained vs caller-only with real tools vs EnvACE on the generated tool tasks, then test-time
+    rehearsal (parallel, sequential) of the untrained and the EnvACE policies. Paper: EnvACE on each paper config,
+    launched with `accelerate`. Tracked files are never written here: `envace report --runs <output>` copies the
+    results into `envace/results/` and rebuilds the README tables."""
     if scale == "cpu":
-        from .report import report
-
-        for seed in seeds:
-            plan = [("untrained", None, "none", None)]
-            plan += [(m, extra, "none", None) for m, extra in CPU_METHODS.items()]
-            plan += [(f"{name}_{policy}", None, mode, policy) for name, mode in CPU_TTS.items()
-                     for policy in ("untrained", "envace")]  # fmt: skip
-            for method, extra, tts, policy in plan:
-                run = Path("runs") / "envace" / "cpu" / method / f"seed{seed}"
-                if (run / "results.json").exists():
-                    print(f"[reproduce] {method} seed {seed}: finished earlier in {run}, not redone")
-                else:
-                    model = []
-                    if policy == "envace":
-                        model = [f"model.name_or_path={Path('runs/envace/cpu/envace') / f'seed{seed}' / 'final'}"]
-                    cfg = load(CPU_CONFIG, [*(extra or []), *overrides, *model, f"trainer.seed={seed}",
-                                            f"trainer.output_dir={run}"])  # fmt: skip
-                    if extra is None:
-                        evaluate_model(cfg, method, run, tts)
-                    else:
-                        train(cfg, method)
-                keep = RESULTS_DIR / "cpu" / method / f"seed{seed}"
-                keep.mkdir(parents=True, exist_ok=True)
-                for name in ("results.json", "eval_curve.jsonl", "config.json"):
-                    if (run / name).exists():
-                        shutil.copy(run / name, keep / name)
-        report()
-        return
-    if scale != "paper":
-        raise SystemExit(f"Unknown scale {scale!r}; valid: cpu, paper.")
-    check_paper_prerequisites(PAPER_CONFIGS)
-    for name in PAPER_CONFIGS:
-        for seed in seeds:
-            run = Path("runs") / "envace" / "paper" / "envace" / f"seed{seed}_{name}"
-            if not (run / "results.json").exists():
-                cmd = ["accelerate", "launch", "--config_file", str(accelerate_config()), "-m", "envace.cli", "train",
-                       "--config", name, "--method", "envace", f"trainer.seed={seed}", f"trainer.output_dir={run}",
-                       *overrides]  # fmt: skip
-                print("[reproduce]", " ".join(cmd))
-                subprocess.run(cmd, check=True)
-            keep = RESULTS_DIR / "paper" / "envace" / f"seed{seed}_{name}"
-            keep.mkdir(parents=True, exist_ok=True)
-            for file in ("results.json", "eval_curve.jsonl", "config.json"):
-                shutil.copy(run / file, keep / file)
-    from .report import report
-
-    report()
-
-
-def accelerate_config() -> Path:
-    from importlib.resources import files
-
-    return Path(str(files("agentrl_shared") / "accelerate" / "zero3.yaml"))
-
-
-def check_paper_prerequisites(configs: list[str]) -> None:
-    """Fail fast, with the reason and the fix, when a paper-scale run cannot start here."""
-    import torch
-
-    problems = []
-    if not torch.cuda.is_available():
-        problems.append("no CUDA device is visible (paper scale needs GPUs; SCALE=cpu runs anywhere)")
-    try:
-        import vllm  # noqa: F401
-    except ImportError:
-        problems.append("vLLM is not installed: run `uv sync --locked --extra vllm`")
-    for name in configs:
-        try:
-            load(name, [])
-        except SystemExit as exc:
-            problems.append(f"{name}: {exc}")
-    if problems:
-        raise SystemExit("Cannot start the paper-scale EnvACE run:\n- " + "\n- ".join(problems))
+        plan = {"untrained": (None, "none", None)}
+        plan |= {m: (extra, "none", None) for m, extra in CPU_METHODS.items()}
+        plan |= {f"{name}_{policy}": (None, mode, policy) for name, mode in CPU_TTS.items()
+                 for policy in ("untrained", "envace")}  # fmt: skip
+        for _, seed, method, run in pending_runs(output, "cpu", seeds, list(plan)):
+            extra, tts, policy = plan[method]
+            model = (
+                [f"model.name_or_path={output / 'cpu' / 'envace' / f'seed{seed}' / 'final'}"]
+                if policy == "envace"
+                else []
+            )
+            cfg = load(CPU_CONFIG, [*(extra or []), *overrides, *model, f"trainer.seed={seed}",
+                                    f"trainer.output_dir={run}"])  # fmt: skip
+            if extra is None:
+                evaluate_model(cfg, method, tts=tts)
+            else:
+                train(cfg, method)
+    else:
+        check_paper_prerequisites("EnvACE", PAPER_CONFIGS, load)
+        for name, seed, method, run in pending_runs(output, "paper", seeds, ["envace"], PAPER_CONFIGS):
+            launch(PACKAGE, name, method, run, [f"trainer.seed={seed}", *overrides])
+    logger.info(f"reproduce: runs are in {output}; `envace report --runs {output}` updates envace/results and the "
+                "README")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="envace", description=__doc__)
-    parser.add_argument("command", choices=["train", "eval", "reproduce", "report"])
-    parser.add_argument("--config", default=CPU_CONFIG, help="a file in envace/configs/ (without .yaml) or a path")
-    parser.add_argument("--scale", default="cpu", help="reproduce: cpu (default) or paper")
-    parser.add_argument("--seeds", default="0", help="reproduce: comma-separated training seeds")
-    parser.add_argument("--method", default="run", help="label written into results.json")
-    parser.add_argument("--tts", default="none", choices=["none", "parallel", "sequential"],
-                        help="eval: test-time rehearsal before the one committed execution")  # fmt: skip
-    parser.add_argument("overrides", nargs="*", help="key=value or section.key=value")
-    ns = parser.parse_intermixed_args(argv)
-    if ns.command == "report":
-        from .report import report
+    from .data import DataError
 
-        report()
-    elif ns.command == "reproduce":
-        reproduce(ns.scale, [int(s) for s in ns.seeds.split(",")], ns.overrides)
-    elif ns.command == "train":
-        train(load(ns.config, ns.overrides), ns.method)
-    else:
-        evaluate_model(load(ns.config, ns.overrides), ns.method, tts=ns.tts)
+    parser, subs = build_parser(PACKAGE, __doc__, CPU_CONFIG)
+    subs["eval"].add_argument("--tts", default="none", choices=["none", "parallel", "sequential"],
+                              help="test-time rehearsal before the one committed execution (default none)")  # fmt: skip
+    ns = parse_args(parser, subs, argv)
+    setup_logging()
+
+    def command():
+        if ns.command == "report":
+            from .report import report
+
+            report(ns.readme, ns.runs)
+        elif ns.command == "reproduce":
+            reproduce(ns.scale, seeds_arg(ns.seeds), ns.overrides, ns.output)
+        elif ns.command == "train":
+            train(load(ns.config, ns.overrides), ns.method, ns.output)
+        else:
+            evaluate_model(load(ns.config, ns.overrides), ns.method, ns.output, ns.tts)
+
+    run_command(PACKAGE, command, (DataError,))
 
 
 if __name__ == "__main__":

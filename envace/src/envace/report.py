@@ -1,17 +1,20 @@
 """`envace report`: the README results tables, generated from result files only.
 
-Paper numbers come from `envace/paper_results.json` (which cites the project-page tables); ours from
-`envace/results/<scale>/<method>/seed*/results.json`. A row with no result file says `not run`.
+`envace report --runs runs/envace` first copies every finished run (its `results.json`, curve and config) from the
+runs folder into `<README folder>/results/<scale>/<method>/<run>/`; the tables are then rebuilt from those files only.
+Paper numbers come from `<README folder>/paper_results.json` (which cites the project-page tables). A row with no
+result file says `not run`.
 """
 
 import json
+import logging
 from pathlib import Path
 
-from agentrl_shared.report import markdown_table, mean_std, replace_block
+from agentrl_shared.report import collect_runs, load_runs, markdown_table, mean_std, replace_block
 
 
-PACKAGE_DIR = Path(__file__).resolve().parents[2]
-RESULTS = PACKAGE_DIR / "results"
+logger = logging.getLogger(__name__)
+RUN_FILES = ("results.json", "eval_curve.jsonl", "config.json")
 CPU_METHODS = {
     "untrained": "untrained (SmolLM2-135M-Instruct)",
     "caller_only_real": "caller-only, real tools",
@@ -22,14 +25,6 @@ CPU_METHODS = {
     "tts_sequential_envace": "sequential rehearsal N=2, EnvACE policy",
 }
 HEADER = ["Tasks", "Method", "Metric", "Paper", "Ours (mean +- std, n seeds)", "commit"]
-
-
-def load_runs(scale: str) -> dict[str, list[dict]]:
-    """`{method: [results.json payloads, one per seed]}` for one scale."""
-    runs: dict[str, list[dict]] = {}
-    for path in sorted((RESULTS / scale).glob("*/seed*/results.json")):
-        runs.setdefault(path.parent.parent.name, []).append(json.loads(path.read_text()))
-    return runs
 
 
 def cpu_table(runs: dict[str, list[dict]]) -> str:
@@ -44,8 +39,7 @@ def cpu_table(runs: dict[str, list[dict]]) -> str:
     return markdown_table(HEADER, rows)
 
 
-def paper_table() -> str:
-    paper = json.loads((PACKAGE_DIR / "paper_results.json").read_text())
+def paper_table(paper: dict) -> str:
     rows = []
     for table in ("main", "tts"):
         cols = paper[table]["columns"]
@@ -55,10 +49,16 @@ def paper_table() -> str:
     return markdown_table(HEADER, rows)
 
 
-def report() -> None:
-    readme_path = PACKAGE_DIR / "README.md"
-    text = readme_path.read_text()
-    text = replace_block(text, "results-cpu", cpu_table(load_runs("cpu")))
-    text = replace_block(text, "results-paper", paper_table())
-    readme_path.write_text(text)
-    print(f"[report] wrote {readme_path}")
+def report(readme: Path, runs: Path | None = None) -> None:
+    """Rebuild `readme`'s result blocks from `<readme folder>/results`, after copying finished runs from `runs` there
+    when given."""
+    results = readme.parent / "results"
+    if runs is not None:
+        logger.info(f"report: copied {collect_runs(runs, results, RUN_FILES)} finished runs from {runs} to {results}")
+    text = readme.read_text()
+    text = replace_block(text, "results-cpu", cpu_table(load_runs(results, "cpu")))
+    text = replace_block(
+        text, "results-paper", paper_table(json.loads((readme.parent / "paper_results.json").read_text()))
+    )
+    readme.write_text(text)
+    logger.info(f"report: wrote {readme}")

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from agentrl_shared.cli import (
+    append_jsonl,
     build_parser,
     check_paper_prerequisites,
     dump_config,
@@ -75,7 +76,6 @@ def train(cfg: dict, method: str = "run", output: Path = Path("runs/sdar")) -> d
     import torch
     from transformers import AutoTokenizer, TrainerCallback
 
-    from agentrl_shared.cli import append_jsonl
     from agentrl_shared.envs import load_tasks
     from agentrl_shared.evaluation import episode_record, summarize, write_results
     from agentrl_shared.models import model_path

@@ -9,11 +9,16 @@ method means.
 
 import argparse
 import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
 
+from .cli import setup_logging
 from .report import markdown_table, mean_std, plot_curves
+
+
+logger = logging.getLogger(__name__)
 
 
 def parse_entry(text: str) -> tuple[str, str, str, str]:
@@ -28,7 +33,7 @@ def parse_entry(text: str) -> tuple[str, str, str, str]:
 def train(package: str, config: str, method: str, seed: int, run: Path, overrides: list[str]) -> None:
     cmd = [sys.executable, "-m", f"{package}.cli", "train", "--config", config, "--method", method,
            f"trainer.seed={seed}", f"trainer.output_dir={run}", *overrides]  # fmt: skip
-    print("[compare]", " ".join(cmd), flush=True)
+    logger.info("compare: " + " ".join(cmd))
     subprocess.run(cmd, check=True)
 
 
@@ -63,6 +68,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", type=Path, required=True, help="folder of the training runs (weights; git-ignored)")
     parser.add_argument("--override", action="append", default=[], help="key=value passed to every run")
     ns = parser.parse_args(argv)
+    setup_logging()
     entries = [parse_entry(e) for e in ns.entries]
     seeds = [int(s) for s in ns.seeds.split(",")]
     payloads: dict[str, list[dict]] = {}

@@ -6,6 +6,7 @@ the git commit, the resolved config and the seeds.
 """
 
 import json
+import logging
 import math
 import statistics
 import time
@@ -14,6 +15,9 @@ from pathlib import Path
 
 from .provenance import git_commit
 from .rollout import Episode, RolloutCollector, episode_metrics
+
+
+logger = logging.getLogger(__name__)
 
 
 def episode_record(ep: Episode) -> dict:
@@ -40,7 +44,7 @@ def run_panel(
     tasks: list[dict],
     seeds: list[int],
     log_path: Path | None = None,
-    progress: Callable[[str], None] = print,
+    progress: Callable[[str], None] = logger.info,
 ) -> list[dict]:
     """Play every (task, seed) pair in chunks of the pool's size; returns one record per pair, in panel order.
 

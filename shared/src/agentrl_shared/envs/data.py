@@ -6,6 +6,7 @@ copied from the installed package. On failure it says what failed and where to p
 """
 
 import argparse
+import logging
 import os
 import shutil
 import sys
@@ -14,7 +15,10 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
+from ..cli import setup_logging
 
+
+logger = logging.getLogger(__name__)
 ALFWORLD_URLS = (
     "https://github.com/alfworld/alfworld/releases/download/0.2.2/json_2.1.1_json.zip",
     "https://github.com/alfworld/alfworld/releases/download/0.2.2/json_2.1.1_pddl.zip",
@@ -36,7 +40,7 @@ def fetch_alfworld(dest: Path, timeout: float = 60.0) -> None:
     """Download and unpack the three ALFWorld zips into `dest`, then copy the package's PDDL domain and grammar."""
     dest.mkdir(parents=True, exist_ok=True)
     for url in ALFWORLD_URLS:
-        print(f"downloading {url}", flush=True)
+        logger.info(f"downloading {url}")
         with tempfile.TemporaryDirectory() as tmp:
             zip_path = Path(tmp) / url.rsplit("/", 1)[1]
             with urllib.request.urlopen(url, timeout=timeout) as resp, zip_path.open("wb") as f:
@@ -46,7 +50,9 @@ def fetch_alfworld(dest: Path, timeout: float = 60.0) -> None:
     try:
         from alfworld.info import ALFRED_PDDL_PATH, ALFRED_TWL2_PATH
     except ImportError:
-        print("alfworld is not installed: logic/ not copied (install the `alfworld` extra and run this again).")
+        logger.warning(
+            "alfworld is not installed: logic/ not copied (install the `alfworld` extra and run this again)."
+        )
         return
     (dest / "logic").mkdir(exist_ok=True)
     shutil.copy(ALFRED_PDDL_PATH, dest / "logic" / "alfred.pddl")
@@ -58,14 +64,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("dataset", choices=DATASETS)
     parser.add_argument("--dest", default=None, help="target folder (default: $ALFWORLD_DATA or ~/.cache/alfworld)")
     args = parser.parse_args(argv)
+    setup_logging()
     dest = Path(args.dest or os.environ.get("ALFWORLD_DATA") or Path.home() / ".cache" / "alfworld").expanduser()
     try:
         fetch_alfworld(dest)
     except (OSError, zipfile.BadZipFile) as exc:  # URLError is an OSError
-        print(f"ALFWorld download failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-        print(MANUAL_ALFWORLD.format(urls="\n     ".join(ALFWORLD_URLS), dest=dest), file=sys.stderr)
+        logger.error(f"ALFWorld download failed: {type(exc).__name__}: {exc}")
+        logger.error(MANUAL_ALFWORLD.format(urls="\n     ".join(ALFWORLD_URLS), dest=dest))
         return 1
-    print(f"ALFWorld data in {dest}; export ALFWORLD_DATA={dest}")
+    logger.info(f"ALFWorld data in {dest}; export ALFWORLD_DATA={dest}")
     return 0
 
 
