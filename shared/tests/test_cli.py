@@ -93,3 +93,16 @@ def test_each_run_logs_to_its_own_file(tmp_path):
     for h in [h for h in logging.getLogger().handlers if isinstance(h, RunLogHandler)]:
         logging.getLogger().removeHandler(h)
         h.close()
+
+
+def test_help_flags_and_error_line_read_a_command_line():
+    from agentrl_shared.smoke import error_line, help_flags
+
+    def main(argv):
+        parser, subs = build_parser("pkg", "doc", "cpu_config")
+        ns = parse_args(parser, subs, argv)
+        run_command("pkg", lambda: seeds_arg(ns.seeds))
+
+    assert help_flags(main, "reproduce") == {"--scale", "--seeds", "--output"}
+    assert help_flags(main, "report") == {"--runs", "--readme"}
+    assert error_line(main, ["reproduce", "--seeds", "x"]).startswith("pkg: --seeds 'x' is not")

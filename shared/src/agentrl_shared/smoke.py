@@ -1,11 +1,16 @@
-"""What every package's smoke test checks and sets up: every parameter moved, a one-process ZeRO-3 launch.
+"""What every package's smoke and CLI tests check: every parameter moved, a one-process ZeRO-3 launch, the flags a
+subcommand's `--help` lists, configuration errors in one line.
 
 The smoke tests train two optimizer steps with a tiny model from `agentrl_shared.models` and compare the saved weights
 with the initial ones; the ZeRO-3 variant runs in the test process under the environment `accelerate launch` would
 set for one process.
 """
 
+import contextlib
+import io
+import re
 import socket
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -33,4 +38,27 @@ def zero3_single_process_env() -> dict[str, str]:
             "ACCELERATE_USE_DEEPSPEED": "true"}  # fmt: skip
 
 
-__all__ = ["changed_parameters", "zero3_single_process_env"]
+def help_flags(main: Callable[[list[str]], None], command: str) -> set[str]:
+    """The `--flags` that `<pkg> <command> --help` lists, `--help` itself left out."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            main([command, "--help"])
+        except SystemExit as exc:
+            if exc.code not in (0, None):
+                raise AssertionError(f"{command} --help exited with {exc.code!r}") from None
+    return set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", out.getvalue())) - {"--help"}
+
+
+def error_line(main: Callable[[list[str]], None], argv: list[str]) -> str:
+    """The message a command that must fail on its configuration ends with; it has to be one line."""
+    try:
+        main(argv)
+    except SystemExit as exc:
+        if not isinstance(exc.code, str) or "\n" in exc.code:
+            raise AssertionError(f"expected a one-line message, got exit {exc.code!r}") from None
+        return exc.code
+    raise AssertionError(f"{argv} did not fail")
+
+
+__all__ = ["changed_parameters", "error_line", "help_flags", "zero3_single_process_env"]
