@@ -7,9 +7,9 @@ ENV ?= alfworld
 UV_VERSION := 0.13.9
 UV := $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
 EXTRAS := --extra alfworld --extra scienceworld --extra tau2
-# paper scale runs on GPU nodes with vLLM: the extra is part of every sync there, so no sync ever uninstalls it
+# paper scale runs on GPU nodes with vLLM (and faiss for dense retrieval): part of every sync there, never uninstalled
 ifeq ($(SCALE),paper)
-EXTRAS += --extra vllm
+EXTRAS += --extra vllm --extra dense
 endif
 RUN := $(UV) run --locked $(EXTRAS)
 # a reproduction installs only what its scale needs: the CPU plans run on built-in environments (no extra, so a first
