@@ -66,7 +66,7 @@ test-slow: setup  ## also run the slow tests (minutes)
 	@set -e; for d in $(TEST_DIRS); do echo "== pytest $$d"; $(RUN) pytest -q -m "not gpu" $$d; done
 
 # each package's reproduce and report commands (vitabench2 is a harness: its "reproduce" is the offline sample run)
-REPRODUCE_sdar = sdar reproduce --scale $(SCALE) --seeds $(SEEDS)
+REPRODUCE_sdar = sdar reproduce --scale $(SCALE) --seeds $(SEEDS) $(if $(METHODS),--methods $(METHODS))
 REPRODUCE_agentopsd = agentopsd reproduce --scale $(SCALE) --seeds $(SEEDS)
 REPRODUCE_vad = sh -c 'vad reproduce --scale $(SCALE) --output runs/vad && vad report runs/vad'
 REPRODUCE_skillrise = skillrise reproduce --scale $(SCALE) --seeds $(SEEDS)
@@ -80,7 +80,7 @@ REPORT_skillrise = skillrise report
 REPORT_envace = envace report
 REPORT_vitabench2 = vitabench2 report --results vitabench2/results --readme vitabench2/README.md
 
-reproduce: check-paper check-scale setup-reproduce  ## run a paper's plan: PAPER=sdar SCALE=cpu|paper SEEDS=0[,1,...]
+reproduce: check-paper check-scale setup-reproduce  ## run a paper's plan: PAPER=sdar SCALE=cpu|paper SEEDS=0[,1,...]  [METHODS=grpo,grpo_opsd,sdar]
 	$(REPRO_RUN) $(REPRODUCE_$(PAPER))
 
 eval: check-paper setup  ## evaluate a config: PAPER=sdar CONFIG=<name> [ARGS="model.name_or_path=..."]
