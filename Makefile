@@ -68,7 +68,7 @@ test-slow: setup  ## also run the slow tests (minutes)
 # each package's reproduce and report commands (vitabench2 is a harness: its "reproduce" is the offline sample run).
 # reproduce writes runs under runs/ (git-ignored) only; report is the one step that copies finished runs into the
 # package's committed results/ and rebuilds its README tables.
-REPRODUCE_sdar = sdar reproduce --scale $(SCALE) --seeds $(SEEDS)
+REPRODUCE_sdar = sdar reproduce --scale $(SCALE) --seeds $(SEEDS) $(if $(METHODS),--methods $(METHODS))
 REPRODUCE_agentopsd = agentopsd reproduce --scale $(SCALE) --seeds $(SEEDS)
 REPRODUCE_vad = vad reproduce --scale $(SCALE) --output runs/vad
 REPRODUCE_skillrise = skillrise reproduce --scale $(SCALE) --seeds $(SEEDS)
@@ -82,7 +82,7 @@ REPORT_envace = envace report --runs runs/envace
 REPORT_vitabench2 = vitabench2 report --results vitabench2/results --readme vitabench2/README.md \
 	$(wildcard runs/vitabench2/sample_smollm2_full_context runs/vitabench2/sample_smollm2_rag)
 
-reproduce: check-paper check-scale setup-reproduce  ## run a paper's plan: PAPER=sdar SCALE=cpu|paper SEEDS=0[,1,...]
+reproduce: check-paper check-scale setup-reproduce  ## run a paper's plan: PAPER=sdar SCALE=cpu|paper SEEDS=0[,1,...]  [METHODS=grpo,grpo_opsd,sdar]
 	$(REPRO_RUN) $(REPRODUCE_$(PAPER))
 
 eval: check-paper setup  ## evaluate a config: PAPER=sdar CONFIG=<name> [ARGS="model.name_or_path=..."]

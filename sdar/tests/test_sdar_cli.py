@@ -9,7 +9,7 @@ from sdar.cli import main
 FLAGS = {
     "train": {"--config", "--output", "--method"},
     "eval": {"--config", "--output", "--method"},
-    "reproduce": {"--scale", "--seeds", "--output"},
+    "reproduce": {"--scale", "--seeds", "--output", "--methods"},
     "report": {"--runs", "--readme"},
 }
 

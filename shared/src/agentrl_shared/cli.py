@@ -158,9 +158,12 @@ def check_paper_prerequisites(title: str, configs: list[str], load: Callable[[st
 # --------------------------------------------------------------------------------------------------- command line
 
 
-def build_parser(package: str, doc: str, default_config: str) -> tuple[argparse.ArgumentParser, dict]:
+def build_parser(
+    package: str, doc: str, default_config: str, train_method_help: str | None = None
+) -> tuple[argparse.ArgumentParser, dict]:
     """`<package> train|eval|reproduce|report`, each subcommand with the flags every trainer package honours; a
-    package adds its own flags to the returned subparsers (`{"train": ..., "eval": ..., ...}`)."""
+    package adds its own flags to the returned subparsers (`{"train": ..., "eval": ..., ...}`). `train_method_help`
+    says what `train --method` does beyond the label where a package gives method names switches."""
     parser = argparse.ArgumentParser(prog=package, description=doc, formatter_class=argparse.RawTextHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="{train,eval,reproduce,report}")
     helps = {
@@ -178,8 +181,9 @@ def build_parser(package: str, doc: str, default_config: str) -> tuple[argparse.
         q.add_argument("--output", default=Path(output), type=Path,
                        help=f"folder the run's folder is created in (default {output}, git-ignored); "
                        "trainer.output_dir=DIR names the run's folder itself")  # fmt: skip
+        label = "label written into results.json and the run's folder name"
         q.add_argument("--method", default="run" if name == "train" else "eval",
-                       help="label written into results.json and the run's folder name")  # fmt: skip
+                       help=(train_method_help if name == "train" else None) or label)  # fmt: skip
         q.add_argument("overrides", nargs="*", help="key=value or section.key=value")
     q = subs["reproduce"]
     q.add_argument("--scale", default="cpu", choices=["cpu", "paper"], help="cpu (default, minutes) or paper (GPUs)")
