@@ -9,6 +9,9 @@ Gold: each ground-truth call with the first acceptable value other than "" of ev
 nested dicts; a top-level parameter that may be left out ("" acceptable) is left out unless the schema requires it;
 Java / JavaScript entries are not covered (their values must be rendered as Java / JS source text); irrelevance: a plain-text answer; relevance: a call; multi-turn:
 every turn's ground-truth calls as one step, positional arguments named from the simulated API's signature.
+Entries that no answer can pass (shipped data where a required parameter has no acceptable value or is missing from
+the possible answer, or where the possible answer demands a parameter the schema lacks) are listed in
+`$BFCL_PROJECT_ROOT/unsatisfiable.json`.
 Perturbed: the first value of the first call changed (or its name), no call for relevance, a call for irrelevance,
 the last non-empty turn of a multi-turn entry left out.
 """
@@ -26,6 +29,9 @@ from bfcl_eval.utils import load_dataset_entry, load_ground_truth_entry
 
 def block(name: str, arguments: dict) -> str:
     return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}) + "\n</tool_call>"
+
+
+UNSATISFIABLE: set = set()  # functions of the current entry with a required parameter that has no acceptable value
 
 
 def resolve(value):
@@ -54,6 +60,12 @@ def single_turn_calls(ground_truth: list[dict], functions: list[dict]) -> list[t
         schema = schemas.get(name, {})
         required, known = set(schema.get("required", [])), set(schema.get("properties", {}))
         args = {}
+        # no answer can pass the entry when a required parameter has no acceptable value or is missing from the
+        # possible answer, or when the possible answer demands a parameter the schema does not list
+        if required - set(params) or any(
+            (k in required and not v) or (k not in known and "" not in v) for k, v in params.items()
+        ):
+            UNSATISFIABLE.add(name)
         for key, acceptable in params.items():
             values = [x for x in acceptable if x != ""]
             if key in required:
@@ -122,15 +134,24 @@ def main() -> None:
     args = parser.parse_args()
     folder = Path(RESULT_PATH) / args.model.replace("/", "_")
     folder.mkdir(parents=True, exist_ok=True)
+    unsatisfiable = {}
     for category in args.categories.split(","):
         entries = load_dataset_entry(category, include_prereq=False, include_language_specific_hint=False)
         relevance = "relevance" in category  # irrelevance / relevance entries ship no possible answers
         truths = [None] * len(entries) if relevance else load_ground_truth_entry(category)
-        lines = [json.dumps({"id": e["id"], "result": result_for(category, e, t, args.perturbed),
-                             "input_token_count": 0, "output_token_count": 0, "latency": 0.0})
-                 for e, t in zip(entries, truths)]  # fmt: skip
+        lines, unsatisfiable[category] = [], []
+        for entry, truth in zip(entries, truths):
+            UNSATISFIABLE.clear()
+            result = result_for(category, entry, truth, args.perturbed)
+            if UNSATISFIABLE:
+                unsatisfiable[category].append(entry["id"])
+            lines.append(json.dumps({"id": entry["id"], "result": result, "input_token_count": 0,
+                                     "output_token_count": 0, "latency": 0.0}))  # fmt: skip
         (folder / f"BFCL_v4_{category}_result.json").write_text("\n".join(lines) + "\n")
-        print(f"{category}: {len(lines)} {'perturbed' if args.perturbed else 'gold'} results")
+        print(f"{category}: {len(lines)} {'perturbed' if args.perturbed else 'gold'} results, "
+              f"{len(unsatisfiable[category])} unsatisfiable")  # fmt: skip
+    # entries whose possible answers leave a required parameter without any acceptable value (data quirks)
+    (Path(RESULT_PATH).parent / "unsatisfiable.json").write_text(json.dumps(unsatisfiable, indent=1) + "\n")
 
 
 if __name__ == "__main__":

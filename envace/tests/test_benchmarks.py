@@ -67,12 +67,17 @@ def test_bfcl_categories_split_offline_and_network():
 @pytest.mark.slow
 def test_bfcl_gold_answers_score_100_and_perturbed_lower(tmp_path):
     """The adapter's result files with BFCL's shipped gold answers score 100% under `bfcl evaluate` in every offline
-    category but Java / JavaScript (bfcl.GOLD_CHECKED); perturbed answers score lower in each category tried."""
+    category but Java / JavaScript (bfcl.GOLD_CHECKED), apart from the entries no answer can pass (listed by gold.py;
+    2 live_simple and 2 live_multiple entries in bfcl-eval 2026.3.23); perturbed answers score lower."""
     gold = tmp_path / "gold"
     bfcl([str(PROJECT / "gold.py"), "--categories", ",".join(GOLD_CHECKED)], gold, PROJECT)
+    unsatisfiable = json.loads((gold / "unsatisfiable.json").read_text())
+    assert sum(map(len, unsatisfiable.values())) <= 5
     scores = evaluate(gold, GOLD_CHECKED, project=PROJECT)
     assert set(scores) == set(GOLD_CHECKED)
-    assert {c: s["accuracy"] for c, s in scores.items()} == dict.fromkeys(GOLD_CHECKED, 1.0)
+    assert {c: s["correct"] for c, s in scores.items()} == {
+        c: s["total"] - len(unsatisfiable[c]) for c, s in scores.items()
+    }
     tried = ["simple_python", "parallel_multiple", "irrelevance", "live_relevance", MULTI_TURN[0]]
     bad = tmp_path / "perturbed"
     bfcl([str(PROJECT / "gold.py"), "--categories", ",".join(tried), "--perturbed"], bad, PROJECT)
