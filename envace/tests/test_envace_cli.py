@@ -8,7 +8,18 @@ from envace.cli import main
 
 FLAGS = {
     "train": {"--config", "--output", "--method"},
-    "eval": {"--config", "--output", "--method", "--tts"},
+    "eval": {
+        "--config",
+        "--output",
+        "--method",
+        "--tts",
+        "--benchmark",
+        "--endpoint",
+        "--served-model",
+        "--data",
+        "--max-new-tokens",
+        "--harness-args",
+    },
     "reproduce": {"--scale", "--seeds", "--output"},
     "report": {"--runs", "--readme"},
 }

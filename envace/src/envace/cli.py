@@ -280,8 +280,19 @@ def main(argv: list[str] | None = None) -> None:
     from .data import DataError
 
     parser, subs = build_parser(PACKAGE, __doc__, CPU_CONFIG)
-    subs["eval"].add_argument("--tts", default="none", choices=["none", "parallel", "sequential"],
-                              help="test-time rehearsal before the one committed execution (default none)")  # fmt: skip
+    q = subs["eval"]
+    q.add_argument("--tts", default="none", choices=["none", "parallel", "sequential"],
+                   help="test-time rehearsal before the one committed execution (default none)")  # fmt: skip
+    q.add_argument("--benchmark", default="panel", choices=["panel", "bfcl", "finmcp", "vitabench"],
+                   help="the generated-task panel (default) or a benchmark run against the served model.name_or_path "
+                   "(see envace/benchmarks.py), written under <--output>/benchmarks")  # fmt: skip
+    q.add_argument("--endpoint", default=None, help="--benchmark: OpenAI-compatible base URL (e.g. vLLM); default: "
+                   "serve model.name_or_path in process on CPU")  # fmt: skip
+    q.add_argument("--served-model", default=None, help="--benchmark: model id at --endpoint")
+    q.add_argument("--data", default=None, help="--benchmark: finmcp file/folder, vitabench tasks, or comma-separated "
+                   "bfcl categories")  # fmt: skip
+    q.add_argument("--max-new-tokens", type=int, default=None, help="--benchmark: completion cap")
+    q.add_argument("--harness-args", default="", help="--benchmark vitabench: extra vitabench2 run flags")
     ns = parse_args(parser, subs, argv)
     setup_logging()
 
@@ -294,6 +305,12 @@ def main(argv: list[str] | None = None) -> None:
             reproduce(ns.scale, seeds_arg(ns.seeds), ns.overrides, ns.output)
         elif ns.command == "train":
             train(load(ns.config, ns.overrides), ns.method, ns.output)
+        elif ns.benchmark != "panel":
+            from .benchmarks import run_benchmark
+
+            model = load(ns.config, ns.overrides)["model"].name_or_path
+            run_benchmark(ns.benchmark, model, ns.output / "benchmarks", ns.endpoint, ns.served_model, ns.data,
+                          ns.harness_args.split(), ns.max_new_tokens)  # fmt: skip
         else:
             evaluate_model(load(ns.config, ns.overrides), ns.method, ns.output, ns.tts)
 
