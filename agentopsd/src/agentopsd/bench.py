@@ -18,14 +18,14 @@ from agentrl_shared.offline import set_offline_env
 set_offline_env()
 
 ROOT = Path(__file__).resolve().parents[3]
-STEPS = 6
+STEPS = 6  # rollouts per run (one optimizer step each on smoke.yaml)
 
 
 def step_times(overrides: list[str]) -> list[float]:
     from .cli import load, train
 
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = load("smoke", [f"trainer.max_steps={STEPS}", f"trainer.output_dir={tmp}", *overrides])
+        cfg = load("smoke", [f"trainer.num_rollouts={STEPS}", f"trainer.output_dir={tmp}", *overrides])
         payload = train(cfg, "bench")
     times = [h["step_time"] for h in payload["log_history"] if "step_time" in h]
     return times[1:]  # the first step pays one-off costs (JIT, allocator warm-up)
