@@ -44,6 +44,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m agentopsd.bench", description=__doc__)
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results.json", help="results file to merge into")
     parser.add_argument("--repeats", type=int, default=2, help="ABAB runs of each method")
+    parser.add_argument("--note", default="", help="how it was measured (machine, load), kept with the figures")
     ns = parser.parse_args(argv)
     grpo: list[float] = []
     opsd: list[float] = []
@@ -51,7 +52,8 @@ def main(argv: list[str] | None = None) -> None:
         grpo += step_times(["trainer.credit=grpo"])
         opsd += step_times([])
     figures = {
-        "config": {"step_time": f"smoke.yaml, {STEPS} steps x {ns.repeats} runs per method (ABAB), first dropped"},
+        "config": {"step_time": f"smoke.yaml, {STEPS} rollouts x {ns.repeats} runs per method (ABAB), first dropped"},
+        "note": ns.note,
         "grpo_step_time_s": statistics.median(grpo),
         "agentopsd_step_time_s": statistics.median(opsd),
     }
