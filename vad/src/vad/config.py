@@ -11,7 +11,7 @@ from trl import GRPOConfig
 
 from .benchmarks import BENCHMARKS
 from .losses import BRANCH_WEIGHTS, DIVERGENCES, Q_TAILS, TARGETS
-from .views import MINUS_FRAMINGS
+from .views import COLOURS, MINUS_FRAMINGS
 
 
 TRAINER_TARGETS = (*TARGETS, "grpo")  # "grpo": the reward-based RL baseline (paper Tab. 1), TRL's own loss
@@ -224,6 +224,12 @@ class DataConfig:
         for name in self.benchmarks:
             if name not in BENCHMARKS:
                 raise ValueError(f"Unknown benchmark {name!r}; valid: {', '.join(BENCHMARKS)}.")
+        if self.colours is not None and (len(self.colours) != 2 or not set(self.colours) <= set(COLOURS)):
+            raise ValueError(f"data.colours must be two of {', '.join(COLOURS)}; got {self.colours}.")
+        if self.detail_size % (2 * self.cell):
+            raise ValueError(
+                f"data.detail_size {self.detail_size} must hold an even number of data.cell {self.cell} px."
+            )
         for view in self.eval_views:
             if view not in EVAL_VIEWS:
                 raise ValueError(f"Unknown eval view {view!r}; valid: {', '.join(EVAL_VIEWS)}.")
