@@ -19,16 +19,16 @@ def checkpoints(out) -> dict[int, str]:
 
 def test_resume_restores_the_rollout_count_and_matches_the_uninterrupted_run(tmp_path):
     full, resumed = tmp_path / "full", tmp_path / "resumed"
-    common = ["train", "--config", "smoke", "trainer.num_rollouts=3", "trainer.save_strategy=steps",
+    common = ["train", "--config", "smoke", "trainer.num_rollouts=2", "trainer.save_strategy=steps",
               "trainer.save_steps=1", "trainer.learning_rate=0.001"]  # fmt: skip
     main([*common, f"trainer.output_dir={full}"])
     saved = checkpoints(full)
-    assert sorted(saved) == [1, 2, 3]  # one checkpoint per rollout: none in the middle of a rollout
+    assert sorted(saved) == [1, 2]  # one checkpoint per rollout: none in the middle of a rollout
     # resume a copy of the run from the checkpoint after the first rollout
     main([*common, f"trainer.output_dir={resumed}", f"trainer.resume_from_checkpoint={saved[1]}"])
     a, b = (json.loads((d / "results.json").read_text()) for d in (full, resumed))
-    assert a["rollouts"] == b["rollouts"] == 3 and a["steps"] == b["steps"]
-    # the resumed run trained the optimizer steps after the checkpoint only, on the full run's learning rates
+    assert a["rollouts"] == b["rollouts"] == 2 and a["steps"] == b["steps"]
+    # the resumed run trained the steps after the checkpoint only (rollout 2), on the full run's learning rates
     step1 = json.loads((saved[1] / "trainer_state.json").read_text())["global_step"]
     new_logs = [json.loads(line) for line in (resumed / "metrics.jsonl").read_text().splitlines()]
     assert [h["step"] for h in new_logs if "loss" in h] == list(range(step1 + 1, a["steps"] + 1))
