@@ -5,8 +5,10 @@ counts its schedules in those steps, while a rollout's rows make ceil(rows / min
 (`agentrl_shared.batch.plan_steps`). The HF loop underneath TRL counts optimizer steps, so a trainer driven this way
 (its `_prepare_inputs` runs a rollout when the previous one's micro-batches are used up) takes from here:
 `GroupedTaskSampler` (one long epoch of task groups, so gradient-accumulation boundaries never shift), the
-learning-rate factor over rollouts (`rollout_lr_factor`) and the callback that stops after `num_rollouts`
-(`RolloutCadence`).
+learning-rate factor over rollouts (`rollout_lr_factor`) and the callback that stops after `num_rollouts` and keeps
+the rollout count in checkpoints (`RolloutCadence`). The trainer sets `rollout_finished` on the optimizer step that
+uses a rollout's last micro-batch, counts `rollouts_done` and writes its console line in `log_rollout_line()`. (The
+sdar package holds the same three in its trainer.)
 """
 
 import json
@@ -16,6 +18,7 @@ from pathlib import Path
 import torch
 from torch.utils.data import Sampler
 from transformers import TrainerCallback
+from transformers.trainer_callback import ExportableState
 
 
 class GroupedTaskSampler(Sampler):
@@ -56,15 +59,23 @@ def rollout_lr_factor(schedule: str, rollout: int, num_rollouts: int, warmup_rol
     return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))  # cosine
 
 
-class RolloutCadence(TrainerCallback):
+class RolloutCadence(TrainerCallback, ExportableState):
     """Ends training after `num_rollouts` rollouts (at the optimizer step that finishes the last one); one console
     line per rollout, every logged metric to `<output_dir>/metrics.jsonl` (and to `report_to`, by TRL).
 
-    The trainer sets `rollout_finished` on the optimizer step that uses a rollout's last micro-batch, counts
-    `rollouts_done` and writes its console line in `log_rollout_line()`."""
+    The rollout count is saved in every checkpoint's `trainer_state.json` and restored on resume, so a resumed run
+    continues the rollout-counted LR schedule and group ids and stops after `num_rollouts` rollouts in all (the HF
+    loop skips the data batches of the optimizer steps already taken)."""
 
     def __init__(self, trainer):
         self.trainer = trainer
+
+    def state(self) -> dict:
+        return {"args": {}, "attributes": {"rollouts_done": self.trainer.rollouts_done}}
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        # a fresh state holds this callback's state at construction (0); a resumed one the checkpoint's
+        self.trainer.rollouts_done = state.stateful_callbacks[type(self).__name__]["attributes"]["rollouts_done"]
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if state.is_world_process_zero and logs:
@@ -79,6 +90,8 @@ class RolloutCadence(TrainerCallback):
             t.log_rollout_line()
             if t.rollouts_done >= args.num_rollouts:
                 control.should_training_stop = True
+        else:  # checkpoints only between rollouts: the rest of a rollout's micro-batches is not in a checkpoint
+            control.should_save = False
 
 
 __all__ = ["GroupedTaskSampler", "RolloutCadence", "rollout_lr_factor"]
