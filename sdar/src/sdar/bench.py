@@ -236,13 +236,11 @@ def step_times(overrides: list[str]) -> list[float]:
 
 
 def merge(figures: dict) -> None:
-    from agentrl_shared.provenance import git_commit
-
     path = ROOT / "bench-results.json"
     data = json.loads(path.read_text()) if path.exists() else {}
     data = {k: v for k, v in data.items() if not k.startswith("sdar/")}
-    data.update({f"sdar/{k}": v for k, v in figures.items()})
-    data["sdar/commit"] = git_commit()
+    data.update({f"sdar/{k}": v for k, v in figures.items() if k != "commit"})
+    data["sdar/commit"] = figures["commit"]
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
@@ -251,7 +249,11 @@ def _fmt(x) -> str:
 
 
 def main() -> None:
-    figures = {"config": {"main_job": f"{CPU_CONFIG}, SDAR, 2 rollouts + 1 evaluation pass (64 episodes)",
+    from agentrl_shared.provenance import git_commit
+
+    commit = git_commit()  # before the bench writes bench-results.json, a tracked file
+    figures = {"commit": commit,
+               "config": {"main_job": f"{CPU_CONFIG}, SDAR, 2 rollouts + 1 evaluation pass (64 episodes)",
                           "rollout": "textrooms, SmolLM2-135M, greedy, CPU config precision, 16 episodes, 2 turns",
                           "step_time": "smoke.yaml, 6 steps, first dropped"}}  # fmt: skip
     roll = batched_rollout_vs_ceiling()
