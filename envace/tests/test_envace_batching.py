@@ -36,7 +36,9 @@ def build(tmp_path, monkeypatch, *overrides):
 
     monkeypatch.setattr(envace.trainer, "trainer_generate_fn", scripted("policy"))
     monkeypatch.setattr(envace.trainer, "simulator_generate_fn", scripted("simulator"))
-    dataset = Dataset.from_list([{"prompt": t["user_turns"][0], "task_json": json.dumps(t)} for t in _tasks(cfg, "train")])
+    dataset = Dataset.from_list(
+        [{"prompt": t["user_turns"][0], "task_json": json.dumps(t)} for t in _tasks(cfg, "train")]
+    )
     trainer = EnvACETrainer(path, args, env, dataset, processing_class=tok)
     trainer.model.train()  # as inside `train()`: loss metrics go to the train log
     collected = []

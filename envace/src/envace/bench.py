@@ -74,7 +74,9 @@ def merge(path: Path, figures: dict) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m envace.bench", description=__doc__)
-    parser.add_argument("--steps", type=int, default=3, help="optimizer steps (rollouts) per run; the first is dropped")
+    parser.add_argument(
+        "--steps", type=int, default=3, help="optimizer steps (rollouts) per run; the first is dropped"
+    )
     parser.add_argument("--repeats", type=int, default=2, help="runs per method, interleaved")
     parser.add_argument("--config", default=CPU_CONFIG, help="an envace config (file name without .yaml)")
     parser.add_argument("--output", type=Path, default=Path("bench-results.json"))

@@ -109,7 +109,9 @@ class EnvACEConfig(GRPOConfig):
             raise ValueError("tool_return_mode=external needs trainer.external_simulator_url.")
         if self.num_iterations != 1:
             # ppo_mini_update_num=1: exactly one optimizer step per rollout batch
-            raise ValueError(f"EnvACE makes one optimizer step per rollout: set num_iterations=1 (now {self.num_iterations}).")
+            raise ValueError(
+                f"EnvACE makes one optimizer step per rollout: set num_iterations=1 (now {self.num_iterations})."
+            )
 
 
 @dataclass

@@ -135,7 +135,9 @@ class EnvACETrainer(GRPOTrainer):
                 "config (DDP or one process), or use model_sharing=true."
             )
         if not isinstance(path, str):
-            raise ValueError("model_sharing=false needs the policy as a path (or trainer.simulator_model) to load a copy.")
+            raise ValueError(
+                "model_sharing=false needs the policy as a path (or trainer.simulator_model) to load a copy."
+            )
         kwargs = dict(self.args.model_init_kwargs or {})
         if isinstance(kwargs.get("dtype"), str) and kwargs["dtype"] != "auto":
             kwargs["dtype"] = getattr(torch, kwargs["dtype"])
@@ -186,11 +188,19 @@ class EnvACETrainer(GRPOTrainer):
     def _plan(self, rows: list[Row], advantages: torch.Tensor, seed: int) -> list[dict]:
         """This rank's `gradient_accumulation_steps` micro-batches of one optimizer step over the rows of all ranks
         (every row once, ranks in lock-step), each carrying the step's loss normaliser."""
-        world, rank, ga = self.accelerator.num_processes, self.accelerator.process_index, self.args.gradient_accumulation_steps
-        local = [(r.prompt_ids, r.completion_ids, not r.failed, a) for r, a in zip(rows, advantages.tolist(), strict=True)]
+        world, rank, ga = (
+            self.accelerator.num_processes,
+            self.accelerator.process_index,
+            self.args.gradient_accumulation_steps,
+        )
+        local = [
+            (r.prompt_ids, r.completion_ids, not r.failed, a) for r, a in zip(rows, advantages.tolist(), strict=True)
+        ]
         all_rows = [row for part in self._all_ranks(local) for row in part]
         if not all_rows:
-            raise RuntimeError("No rows in this rollout on any rank (every episode ended before its first generation).")
+            raise RuntimeError(
+                "No rows in this rollout on any rank (every episode ended before its first generation)."
+            )
         micro_rows = max(1, math.ceil(math.ceil(len(all_rows) / world) / ga))  # fullest rank / forwards per step
         plan = plan_steps([len(p) + len(c) for p, c, *_ in all_rows], [len(c) if keep else 0 for _, c, keep, _ in all_rows],
                           world, micro_rows, ga, random.Random(seed))  # fmt: skip
