@@ -41,6 +41,7 @@ def build(tmp_path, monkeypatch, *overrides):
     )
     trainer = EnvACETrainer(path, args, env, dataset, processing_class=tok)
     trainer.model.train()  # as inside `train()`: loss metrics go to the train log
+    trainer.current_gradient_accumulation_steps = args.gradient_accumulation_steps  # set by the HF training loop
     collected = []
     collect = trainer.collector.collect
 
