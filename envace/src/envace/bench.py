@@ -101,6 +101,8 @@ def main(argv: list[str] | None = None) -> None:
         "envace_step_time_s": e["step_time_s"],
         "envace_generated_tokens_per_step": e["generated_tokens"],
         "envace_rehearsal_rows_per_step": e["rehearsal_rows"],
+        "caller_only_ms_per_generated_token": 1000 * c["s_per_token"],
+        "envace_ms_per_generated_token": 1000 * e["s_per_token"],
         "step_time_per_token_ratio_envace_over_caller_only": e["s_per_token"] / c["s_per_token"],
         "step_time_ratio_envace_over_caller_only": e["step_time_s"] / c["step_time_s"],
         "runs": runs,
