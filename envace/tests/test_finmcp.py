@@ -19,12 +19,16 @@ def assistant(*calls, content=None) -> dict:
 
 def sample(sid, scenery, level, task, gold_calls, pred_calls, **extra) -> dict:
     """One sample in the official layout; each call list is a list of assistant steps (lists of (name, args))."""
+
     def msgs(steps, tag):
         out = [{"role": "user", "content": f"question {sid}"}]
         for j, step in enumerate(steps):
             calls = [call(n, a, f"{tag}{sid}_{j}_{k}") for k, (n, a) in enumerate(step)]
             out.append(assistant(*calls))
-            out += [{"role": "tool", "tool_call_id": c["id"], "content": f"result of {c['function']['name']}"} for c in calls]
+            out += [
+                {"role": "tool", "tool_call_id": c["id"], "content": f"result of {c['function']['name']}"}
+                for c in calls
+            ]
         out.append(assistant(content="answer"))
         return out
 
@@ -40,10 +44,18 @@ def bench(tmp_path):
     """Three samples (three tasks, two level-1 scenarios) and a failed one that the evaluation drops."""
     samples = [
         # gold [A]; pred [A]: TP 1, FP 0, FN 0; exact
-        sample(1, "市场分析与研究-宏观经济-市场环境研判", "easy", "single step", [[("A", {"x": 1})]], [[("A", {"x": 2})]]),
+        sample(
+            1, "市场分析与研究-宏观经济-市场环境研判", "easy", "single step", [[("A", {"x": 1})]], [[("A", {"x": 2})]]
+        ),
         # gold [A, B, B]; pred [B, A, C]: TP 2 (A, B), FP 1 (C), FN 1 (B); not exact
-        sample(2, "基金投资-基金筛选", "medium", "multi step", [[("A", {})], [("B", {"k": "1"}), ("B", {"k": "2"})]],
-               [[("B", {})], [("A", {}), ("C", {})]]),
+        sample(
+            2,
+            "基金投资-基金筛选",
+            "medium",
+            "multi step",
+            [[("A", {})], [("B", {"k": "1"}), ("B", {"k": "2"})]],
+            [[("B", {})], [("A", {}), ("C", {})]],
+        ),
         # gold [A, B]; pred [B, A]: TP 2, FP 0, FN 0; same multiset, other order: not exact
         sample(3, "基金投资-持仓分析", "hard", "multi turn", [[("A", {})], [("B", {})]], [[("B", {})], [("A", {})]]),
         sample(4, "基金投资-基金筛选", "hard", "multi turn", [[("A", {})]], [], error=True),

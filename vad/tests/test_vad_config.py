@@ -18,7 +18,7 @@ CONFIGS = sorted(
 def test_config_files_exist():
     assert {
         "smoke",
-        "procedural_tiny-qwen25vl_cpu",
+        "procedural_warm-tiny-qwen25vl_cpu",
         "visionopd_qwen3.5-4b_paper",
         "visionopd_qwen3.5-9b_paper",
     } <= set(CONFIGS)

@@ -35,24 +35,41 @@ def test_views_full_framing_and_edges():
         views.make_views(img, (0, 0, 30, 30), minus_framing="other")
 
 
-def test_procedural_counterfactual_removes_the_evidence():
+@pytest.mark.parametrize(
+    "task",
+    [
+        {"image_size": 448, "detail_size": 10, "cell": 1, "degrade_scale": 0.1},  # 1 px texture (default)
+        {"image_size": 224, "detail_size": 20, "cell": 10, "degrade_scale": 0.05},  # the CPU learning task
+    ],
+    ids=["fine", "coarse"],
+)
+def test_procedural_counterfactual_removes_the_evidence(task):
     """No sample has x+ == x-, and x- is the same image whatever the answer (the answer cannot be read from it)."""
+    scale, size = task["degrade_scale"], {k: v for k, v in task.items() if k != "degrade_scale"}
     for seed in range(200):
-        sample = views.procedural_sample(random.Random(seed))
-        v = views.make_views(sample.image, sample.box)
+        sample = views.procedural_sample(random.Random(seed), **size)
+        v = views.make_views(sample.image, sample.box, degrade_scale=scale)
         assert not np.array_equal(np.asarray(v.plus), np.asarray(v.minus)), seed
         if seed >= 40:  # the answer-independence check on the first 40 samples (it renders each 3 more times)
             continue
         minus, plus = [], []
         for pattern in views.PATTERNS:
-            alt = views.procedural_sample(random.Random(seed), pattern=pattern)
+            alt = views.procedural_sample(random.Random(seed), pattern=pattern, **size)
             assert alt.box == sample.box and alt.question == sample.question
-            w = views.make_views(alt.image, alt.box)
+            w = views.make_views(alt.image, alt.box, degrade_scale=scale)
             minus.append(np.asarray(w.minus).astype(int))
             plus.append(np.asarray(w.plus).astype(int))
         # x-: identical up to rounding (<= 2 levels) for every answer; x+: the answers differ by full colour steps
         assert max(np.abs(m - minus[0]).max() for m in minus) <= 2, seed
         assert min(np.abs(p - q).max() for i, p in enumerate(plus) for q in plus[i + 1 :]) > 50, seed
+
+
+def test_procedural_fixed_options_and_bad_cell():
+    for letter, pattern in zip("ABC", views.PATTERNS):
+        s = views.procedural_sample(random.Random(0), shuffle_options=False, pattern=pattern)
+        assert s.options == list(views.PATTERNS) and s.answer == letter
+    with pytest.raises(ValueError, match="even number of cells"):
+        views.procedural_sample(random.Random(0), detail_size=20, cell=3)
 
 
 def test_procedural_rows_deterministic_and_well_formed():

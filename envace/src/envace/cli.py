@@ -333,6 +333,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--method", default="run", help="label written into results.json")
     parser.add_argument("--tts", default="none", choices=["none", "parallel", "sequential"],
                         help="eval: test-time rehearsal before the one committed execution")  # fmt: skip
+    parser.add_argument("--benchmark", default="panel", choices=["panel", "bfcl", "finmcp", "vitabench"],
+                        help="eval: the generated-task panel (default) or a benchmark run against the served "
+                        "model.name_or_path (see envace/benchmarks.py)")  # fmt: skip
+    parser.add_argument("--endpoint", default=None, help="eval --benchmark: OpenAI-compatible base URL (e.g. vLLM); "
+                        "default: serve model.name_or_path in process on CPU")  # fmt: skip
+    parser.add_argument("--served-model", default=None, help="eval --benchmark: model id at --endpoint")
+    parser.add_argument("--data", default=None, help="eval --benchmark: finmcp file/folder, vitabench tasks, "
+                        "or comma-separated bfcl categories")  # fmt: skip
+    parser.add_argument("--output", default="runs/envace/benchmarks", help="eval --benchmark: output folder")
+    parser.add_argument("--max-new-tokens", type=int, default=None, help="eval --benchmark: completion cap")
+    parser.add_argument("--harness-args", default="", help="eval --benchmark vitabench: extra vitabench2 run flags")
     parser.add_argument("overrides", nargs="*", help="key=value or section.key=value")
     ns = parser.parse_intermixed_args(argv)
     if ns.command == "report":
@@ -343,6 +354,12 @@ def main(argv: list[str] | None = None) -> None:
         reproduce(ns.scale, [int(s) for s in ns.seeds.split(",")], ns.overrides)
     elif ns.command == "train":
         train(load(ns.config, ns.overrides), ns.method)
+    elif ns.benchmark != "panel":
+        from .benchmarks import run_benchmark
+
+        model = load(ns.config, ns.overrides)["model"].name_or_path
+        run_benchmark(ns.benchmark, model, Path(ns.output), ns.endpoint, ns.served_model, ns.data,
+                      ns.harness_args.split(), ns.max_new_tokens)  # fmt: skip
     else:
         evaluate_model(load(ns.config, ns.overrides), ns.method, tts=ns.tts)
 

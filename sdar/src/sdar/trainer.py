@@ -20,7 +20,7 @@ import torch
 from datasets import Dataset
 from torch.utils.data import Sampler
 from transformers import TrainerCallback
-from transformers.trainer_callback import PrinterCallback, ProgressCallback
+from transformers.trainer_callback import ExportableState, PrinterCallback, ProgressCallback
 from trl import GRPOTrainer
 
 from agentrl_shared.batch import plan_steps, rows_to_batch
@@ -82,12 +82,23 @@ def rollout_lr_factor(schedule: str, rollout: int, num_rollouts: int, warmup_rol
     return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))  # cosine
 
 
-class RolloutCadence(TrainerCallback):
+class RolloutCadence(TrainerCallback, ExportableState):
     """Ends training after `num_rollouts` rollouts (at the optimizer step that finishes the last one); one console
-    line per rollout, every logged metric to `<output_dir>/metrics.jsonl` (and to `report_to`, by TRL)."""
+    line per rollout, every logged metric to `<output_dir>/metrics.jsonl` (and to `report_to`, by TRL).
+
+    The rollout count is saved in every checkpoint's `trainer_state.json` and restored on resume, so a resumed run
+    continues the rollout-counted LR schedule and group ids and stops after `num_rollouts` rollouts in all (the HF
+    loop skips the data batches of the optimizer steps already taken)."""
 
     def __init__(self, trainer: "SDARTrainer"):
         self.trainer = trainer
+
+    def state(self) -> dict:
+        return {"args": {}, "attributes": {"rollouts_done": self.trainer.rollouts_done}}
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        # a fresh state holds this callback's state at construction (0); a resumed one the checkpoint's
+        self.trainer.rollouts_done = state.stateful_callbacks[type(self).__name__]["attributes"]["rollouts_done"]
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if state.is_world_process_zero and logs:
@@ -102,6 +113,8 @@ class RolloutCadence(TrainerCallback):
             t.log_rollout_line()
             if t.rollouts_done >= args.num_rollouts:
                 control.should_training_stop = True
+        else:  # checkpoints only between rollouts: the rest of a rollout's micro-batches is not in a checkpoint
+            control.should_save = False
 
 
 class SDARTrainer(GRPOTrainer):

@@ -28,13 +28,14 @@ from agentrl_shared.config import ConfigError, ModelConfig, load_config, to_dict
 from agentrl_shared.models import model_path  # noqa: E402
 from agentrl_shared.provenance import git_commit  # noqa: E402
 
-from .config import ROWS, DataConfig, VADConfig, row_label  # noqa: E402
+from .config import EVAL_VIEWS, ROWS, DataConfig, VADConfig, row_label  # noqa: E402
 from .views import DataError  # noqa: E402
+from .warmstart import WARM_START  # noqa: E402
 
 
 logger = logging.getLogger("vad")
 SECTIONS = {"trainer": VADConfig, "data": DataConfig, "model": ModelConfig}
-SCALE_CONFIGS = {"cpu": "procedural_tiny-qwen25vl_cpu", "paper": "visionopd_qwen3.5-4b_paper"}
+SCALE_CONFIGS = {"cpu": "procedural_warm-tiny-qwen25vl_cpu", "paper": "visionopd_qwen3.5-4b_paper"}
 DEFAULT_OUTPUT = "runs/vad"
 TINY_VLM = "tiny-qwen25-vl"  # built offline by agentrl_shared.vlm
 
@@ -72,6 +73,19 @@ def load(config: str, overrides: list[str], row: str | None = None) -> dict:
     return resolved
 
 
+def resolve_model(cfg: dict) -> str:
+    """`model.name_or_path` as a local path: `vad-warm-start` builds (once) the warm start for the data config's
+    procedural task (`warmstart.warm_start`); other names go through `agentrl_shared.models.model_path`."""
+    name = cfg["model"].name_or_path
+    if name != WARM_START:
+        return model_path(name)
+    from .warmstart import warm_start
+
+    data: DataConfig = cfg["data"]
+    return str(warm_start(image_size=data.image_size, detail_size=data.detail_size, cell=data.cell,
+                          colours=data.colours, degrade_scale=data.degrade_scale))  # fmt: skip
+
+
 def run_dir(output: str, cfg: dict, row: str) -> Path:
     return Path(output) / cfg["_name"] / f"{row}_seed{cfg['trainer'].seed}"
 
@@ -92,8 +106,9 @@ def train_dataset(data: DataConfig):
         "minus_framing": data.minus_framing,
     }
     if data.name == "procedural":
-        size = {"image_size": data.image_size, "detail_size": data.detail_size}
-        return Dataset.from_list(procedural_rows(data.num_train, seed=data.seed, **size, **views))
+        task = {"image_size": data.image_size, "detail_size": data.detail_size, "cell": data.cell,
+                "shuffle_options": data.shuffle_options, "colours": data.colours}  # fmt: skip
+        return Dataset.from_list(procedural_rows(data.num_train, seed=data.seed, **task, **views))
     path = data.path or data_root() / "vision_opd"
     return load_vision_opd(path, limit=data.num_train if data.num_train > 0 else None, **views)
 
@@ -101,17 +116,23 @@ def train_dataset(data: DataConfig):
 # ------------------------------------------------------------------------------------------------ evaluation
 
 
-def procedural_items(data: DataConfig, root: Path):
-    """The fixed held-out procedural panel (a different random stream from the training rows)."""
+def procedural_items(data: DataConfig, root: Path, view: str = "full"):
+    """The fixed held-out procedural panel (a different random stream from the training rows) on one view."""
     import random
 
     from .benchmarks import EvalItem
-    from .views import format_question, procedural_sample
+    from .views import format_question, make_views, procedural_sample
 
     rng = random.Random(10_000 + data.seed)
     for i in range(data.num_eval):
-        s = procedural_sample(rng, image_size=data.image_size, detail_size=data.detail_size)
-        yield EvalItem("procedural", str(i), format_question(s.question, s.options), s.answer, s.image, root)
+        s = procedural_sample(rng, image_size=data.image_size, detail_size=data.detail_size, cell=data.cell,
+                              shuffle_options=data.shuffle_options, colours=data.colours)  # fmt: skip
+        image = s.image
+        if view != "full":
+            views = make_views(s.image, s.box, crop_context=data.crop_context, degrade_scale=data.degrade_scale,
+                               minus_framing=data.minus_framing)  # fmt: skip
+            image = getattr(views, view)
+        yield EvalItem(EVAL_VIEWS[view], str(i), format_question(s.question, s.options), s.answer, image, root)
 
 
 def evaluate(cfg: dict, out: Path, generate, rank: int = 0, world: int = 1, barrier=lambda: None) -> dict | None:
@@ -124,19 +145,21 @@ def evaluate(cfg: dict, out: Path, generate, rank: int = 0, world: int = 1, barr
     if data.judge_base_url:
         judge = {"base_url": data.judge_base_url, "model": data.judge_model}
     if data.name == "procedural":
-        path = out / "procedural" / f"rank{rank}.jsonl"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        items = [it for i, it in enumerate(procedural_items(data, out)) if i % world == rank]
-        with path.open("w") as f:
-            for batch in evaluation.batches(items, data.eval_batch_size):
-                for it, response in zip(batch, generate(batch), strict=True):
-                    correct = evaluation.rule_correct("procedural", response, it.answer, multiple_choice=True)
-                    rec = {"uid": it.uid, "answer": it.answer, "response": response, "correct": correct, "info": {}}
-                    f.write(json.dumps(rec) + "\n")
+        for view in data.eval_views:
+            path = out / EVAL_VIEWS[view] / f"rank{rank}.jsonl"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            items = [it for i, it in enumerate(procedural_items(data, out, view)) if i % world == rank]
+            with path.open("w") as f:
+                for batch in evaluation.batches(items, data.eval_batch_size):
+                    for it, response in zip(batch, generate(batch), strict=True):
+                        correct = evaluation.rule_correct("procedural", response, it.answer, multiple_choice=True)
+                        rec = {"uid": it.uid, "answer": it.answer, "response": response, "correct": correct,
+                               "info": {}}  # fmt: skip
+                        f.write(json.dumps(rec) + "\n")
         barrier()
         if rank != 0:
             return None
-        result = evaluation.collect_scores(out, ["procedural"])
+        result = evaluation.collect_scores(out, [EVAL_VIEWS[v] for v in data.eval_views])
         write_json(out / "scores.json", result)
         return result
     root = Path(data.benchmark_root) if data.benchmark_root else data_root()
@@ -170,13 +193,13 @@ def generator_for(cfg: dict, model=None, processor=None, trainer=None):
         import torch
         from vllm import LLM
 
-        llm = LLM(model=model_path(cfg["model"].name_or_path), tensor_parallel_size=max(torch.cuda.device_count(), 1),
+        llm = LLM(model=resolve_model(cfg), tensor_parallel_size=max(torch.cuda.device_count(), 1),
                   seed=data.eval_seed)  # fmt: skip
         return VLLMGenerator(llm, max_new, seed=data.eval_seed)
     if model is None:
         from transformers import AutoModelForImageTextToText, AutoProcessor
 
-        path = model_path(cfg["model"].name_or_path)
+        path = resolve_model(cfg)
         model = AutoModelForImageTextToText.from_pretrained(path, dtype=cfg["model"].dtype)
         processor = AutoProcessor.from_pretrained(path, padding_side="left")
     model.eval()
@@ -206,7 +229,7 @@ def build_trainer(cfg: dict, trainer_cls: type | None = None):
     from .trainer import VADTrainer
 
     args: VADConfig = cfg["trainer"]
-    path = model_path(cfg["model"].name_or_path)
+    path = resolve_model(cfg)
     args.model_init_kwargs = {"dtype": cfg["model"].dtype, **(args.model_init_kwargs or {})}
     if cfg["model"].attn_implementation is not None:
         args.model_init_kwargs["attn_implementation"] = cfg["model"].attn_implementation

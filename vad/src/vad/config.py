@@ -11,12 +11,13 @@ from trl import GRPOConfig
 
 from .benchmarks import BENCHMARKS
 from .losses import BRANCH_WEIGHTS, DIVERGENCES, Q_TAILS, TARGETS
-from .views import MINUS_FRAMINGS
+from .views import COLOURS, MINUS_FRAMINGS
 
 
 TRAINER_TARGETS = (*TARGETS, "grpo")  # "grpo": the reward-based RL baseline (paper Tab. 1), TRL's own loss
 DATASETS = ("procedural", "vision_opd")
 EVAL_BACKENDS = ("hf", "openai", "vllm")
+EVAL_VIEWS = {"full": "procedural", "plus": "procedural_x+", "minus": "procedural_x-"}  # view -> score name
 # Every row of the paper's tables as the trainer switches that define it (Tab. 1 main, Tab. 2 target ablation at 4B,
 # Tab. 3 held-out, Tab. 4 divergence). `base` is the untrained model (evaluation only).
 ROWS = {
@@ -163,6 +164,12 @@ class DataConfig:
         num_eval (`int`): held-out procedural questions (a cap per benchmark when > 0).
         seed (`int`): data seed (the training seed is `trainer.seed`).
         image_size, detail_size (`int`): procedural image side and evidence patch side in pixels.
+        cell (`int`): procedural texture cell (stripe / square) width in pixels; `detail_size` holds an even number.
+        shuffle_options (`bool`): shuffle the procedural options per question (False: the letter names the texture).
+        colours (`list[str]` or `None`): the procedural patch's two colours (names in `views.COLOURS`); None: a random
+            pair per question.
+        eval_views (`list[str]`): procedural panel views evaluated: `full` (x0, the score `procedural`), `plus`
+            (x+, `procedural_x+`) and `minus` (x-, `procedural_x-`); the last two show what the views carry.
         crop_context (`float`): x+ window = `crop_context` x the evidence box (UNCERTAIN, Sec. 3.1).
         degrade_scale (`float`): x- downsampling factor. Paper: 0.1.
         minus_framing (`str`): `crop` (x+ framing, evidence pixelated; default) or `full` (UNCERTAIN, Sec. 3.1).
@@ -187,6 +194,10 @@ class DataConfig:
     seed: int = 0
     image_size: int = 448
     detail_size: int = 10
+    cell: int = 1
+    shuffle_options: bool = True
+    colours: list[str] | None = None
+    eval_views: list[str] = field(default_factory=lambda: ["full"])
     crop_context: float = 2.0
     degrade_scale: float = 0.1
     minus_framing: str = "crop"
@@ -213,6 +224,15 @@ class DataConfig:
         for name in self.benchmarks:
             if name not in BENCHMARKS:
                 raise ValueError(f"Unknown benchmark {name!r}; valid: {', '.join(BENCHMARKS)}.")
+        if self.colours is not None and (len(self.colours) != 2 or not set(self.colours) <= set(COLOURS)):
+            raise ValueError(f"data.colours must be two of {', '.join(COLOURS)}; got {self.colours}.")
+        if self.detail_size % (2 * self.cell):
+            raise ValueError(
+                f"data.detail_size {self.detail_size} must hold an even number of data.cell {self.cell} px."
+            )
+        for view in self.eval_views:
+            if view not in EVAL_VIEWS:
+                raise ValueError(f"Unknown eval view {view!r}; valid: {', '.join(EVAL_VIEWS)}.")
         for name in self.rows:
             if name not in ROWS:
                 raise ValueError(f"Unknown row {name!r}; valid: {', '.join(ROWS)}.")

@@ -246,10 +246,11 @@ COLOURS = {
 }
 # Two-colour textures with equal colour shares whose alternating sums cancel under a filter symmetric about the
 # patch centre: pixelating the patch to one pixel (0.1x of a 10 px patch) gives the same colour for each of them.
+# `cell` = stripe / square width in pixels; an even number of cells per side keeps the cancellation exact.
 PATTERNS = {
-    "horizontal stripes": lambda x, y: y % 2,
-    "vertical stripes": lambda x, y: x % 2,
-    "checkerboard": lambda x, y: (x + y) % 2,
+    "horizontal stripes": lambda x, y, cell: y // cell % 2,
+    "vertical stripes": lambda x, y, cell: x // cell % 2,
+    "checkerboard": lambda x, y, cell: (x // cell + y // cell) % 2,
 }
 
 
@@ -265,20 +266,34 @@ class ProceduralSample:
 
 
 def procedural_sample(
-    rng: random.Random, *, image_size: int = 448, detail_size: int = 10, pattern: str | None = None
+    rng: random.Random,
+    *,
+    image_size: int = 448,
+    detail_size: int = 10,
+    cell: int = 1,
+    shuffle_options: bool = True,
+    colours: list[str] | None = None,
+    pattern: str | None = None,
 ) -> ProceduralSample:
     """One cluttered image with a small two-colour patch; the question asks for the patch's texture.
 
-    The texture (stripes or checkerboard of 1-pixel cells) is visible in the evidence crop x+ and lost in the
-    downscaled full image; every texture has the same two colours in equal shares, so the pixelated patch of x- is
-    the same flat colour whatever the answer (`pattern` forces the texture without changing any other pixel).
+    The texture (stripes or checkerboard of `cell`-pixel cells, an even number per side) is visible in the evidence
+    crop x+; with 1-pixel cells it is lost in the downscaled full image. Every texture has the same two colours in
+    equal shares and swaps them under a mirror about the patch centre, so x- (the patch pixelated to one pixel) is the
+    same flat colour whatever the answer (`pattern` forces the texture without changing any other pixel).
+    `shuffle_options=False` keeps the options in `PATTERNS` order, so the letter names the texture; `colours` fixes the
+    two colours (names in `COLOURS`; default: a random pair per sample).
     """
+    if colours is not None and (len(colours) != 2 or not set(colours) <= set(COLOURS)):
+        raise ValueError(f"colours must be two of {', '.join(COLOURS)}; got {colours}.")
+    if detail_size % (2 * cell):
+        raise ValueError(f"detail_size {detail_size} must be an even number of cells of {cell} px.")
     img = Image.new("RGB", (image_size, image_size), tuple(rng.randint(170, 230) for _ in range(3)))
     draw = ImageDraw.Draw(img)
     for _ in range(40):  # clutter
         x, y, s = rng.randrange(image_size), rng.randrange(image_size), rng.randint(8, 40)
         draw.rectangle((x, y, x + s, y + s), fill=tuple(rng.randint(150, 240) for _ in range(3)))
-    c1, c2 = rng.sample(list(COLOURS), 2)
+    c1, c2 = rng.sample(list(COLOURS), 2) if colours is None else colours
     drawn = rng.choice(list(PATTERNS))
     pattern = pattern or drawn
     x0 = rng.randrange(detail_size, image_size - 2 * detail_size)
@@ -286,9 +301,10 @@ def procedural_sample(
     fill = PATTERNS[pattern]
     for dy in range(detail_size):
         for dx in range(detail_size):
-            img.putpixel((x0 + dx, y0 + dy), COLOURS[c2] if fill(dx, dy) else COLOURS[c1])
+            img.putpixel((x0 + dx, y0 + dy), COLOURS[c2] if fill(dx, dy, cell) else COLOURS[c1])
     options = list(PATTERNS)
-    rng.shuffle(options)
+    if shuffle_options:
+        rng.shuffle(options)
     question = f"What texture fills the small {c1} and {c2} square in the image?"
     box = (x0, y0, x0 + detail_size, y0 + detail_size)
     return ProceduralSample(img, box, question, options, LETTERS[options.index(pattern)])
@@ -300,12 +316,23 @@ def format_question(question: str, options: list[str]) -> str:
     return "\n".join(lines + ["Answer with the option's letter from the given choices directly."])
 
 
-def procedural_rows(n: int, *, seed: int = 0, image_size: int = 448, detail_size: int = 10, **view_kwargs) -> list:
+def procedural_rows(
+    n: int,
+    *,
+    seed: int = 0,
+    image_size: int = 448,
+    detail_size: int = 10,
+    cell: int = 1,
+    shuffle_options: bool = True,
+    colours: list[str] | None = None,
+    **view_kwargs,
+) -> list:
     """`n` GRPOTrainer rows from [`procedural_sample`], deterministic in `seed`."""
     rng = random.Random(seed)
     rows = []
     for _ in range(n):
-        s = procedural_sample(rng, image_size=image_size, detail_size=detail_size)
+        s = procedural_sample(rng, image_size=image_size, detail_size=detail_size, cell=cell,
+                              shuffle_options=shuffle_options, colours=colours)  # fmt: skip
         views = make_views(s.image, s.box, **view_kwargs)
         rows.append(
             {

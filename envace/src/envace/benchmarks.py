@@ -1,0 +1,67 @@
+"""`envace eval --benchmark bfcl|finmcp|vitabench`: the paper's evaluation benchmarks against one checkpoint served
+behind an OpenAI-compatible endpoint (EnvACE project page, main table: BFCL-v4, tau2-bench, VitaBench; README:
+FinMCP-Bench Tool-F1).
+
+With `--endpoint URL` (e.g. a `vllm serve` on a GPU node, see `agentrl_shared.serve.vllm_command`) the benchmark
+talks to that server, whose model id is `--served-model`; without it, `model.name_or_path` is served in process on
+CPU (`agentrl_shared.serve`) for the duration of the run. Each benchmark writes its own files under `--output` and a
+`results.json` with the command, commit and scores (`agentrl_shared.evaluation.write_results`).
+"""
+
+import contextlib
+import json
+import shlex
+import sys
+from pathlib import Path
+
+
+BENCHMARKS = ("bfcl", "finmcp", "vitabench")
+
+
+@contextlib.contextmanager
+def endpoint(model: str, url: str | None, served_model: str | None, max_new_tokens: int | None):
+    """(base URL, model id): the given server, or an in-process one over `model` (CPU)."""
+    if url:
+        yield url, served_model or model
+        return
+    from agentrl_shared.serve import ChatModel, OpenAIServer
+
+    with OpenAIServer(ChatModel(model, max_new_tokens=max_new_tokens), "policy") as server:
+        yield server.url, "policy"
+
+
+def run_benchmark(name: str, model: str, out: Path, url: str | None = None, served_model: str | None = None,
+                  data: str | None = None, extra: list[str] | None = None, max_new_tokens: int | None = None) -> dict:  # fmt: skip
+    """Run one benchmark; returns and writes the results payload."""
+    from agentrl_shared.evaluation import write_results
+    from agentrl_shared.models import model_path
+
+    if name not in BENCHMARKS:
+        raise SystemExit(f"envace: unknown benchmark {name!r}; valid: {', '.join(BENCHMARKS)}")
+    out = Path(out)
+    payload = {"benchmark": name, "model": model, "endpoint": url or "in-process (agentrl_shared.serve)",
+               "command": shlex.join(["envace", *sys.argv[1:]])}  # fmt: skip
+    with endpoint(model, url, served_model, max_new_tokens) as (base_url, model_id):
+        if name == "bfcl":
+            from .bfcl import run_bfcl
+
+            categories = [c for c in (data or "").split(",") if c] or None
+            result = run_bfcl(base_url, model_path(model), out / "bfcl", categories)
+            payload |= {"scores": result["scores"], "skipped_need_network": result["skipped_need_network"]}
+        elif name == "finmcp":
+            from .finmcp import derived_schemas, load_finmcp, openai_chat, run
+
+            if not data:
+                raise SystemExit("envace: --benchmark finmcp needs --data (a FinMCP-Bench file or Benchmark/ folder)")
+            samples = load_finmcp(data)
+            tools = derived_schemas(samples)
+            payload |= {"data": data, "tools": "derived from the ground-truth calls", "scores": run(
+                samples, openai_chat(base_url, model_id, max_tokens=max_new_tokens or 4096), tools, out / "finmcp")}  # fmt: skip
+        else:
+            from .vitabench import run_vitabench
+
+            result = run_vitabench(base_url, model_id, out / "vitabench", tasks=data, extra=extra)
+            payload |= {"harness_command": shlex.join(result["command"]), "summary": result["summary"]}
+    write_results(out / "results.json", payload)
+    print(json.dumps({k: v for k, v in payload.items() if k in ("benchmark", "scores")}, indent=1)[:4000])
+    return payload

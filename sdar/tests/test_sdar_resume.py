@@ -1,0 +1,39 @@
+"""A run stopped after its first rollout and resumed from that checkpoint ends where the uninterrupted run ends."""
+
+import json
+
+import torch
+from safetensors.torch import load_file
+
+from sdar.cli import main
+
+
+def checkpoints(out) -> dict[int, str]:
+    """rollouts done -> checkpoint folder (as recorded in each checkpoint's trainer_state.json)."""
+    found = {}
+    for ckpt in sorted(out.glob("checkpoint-*")):
+        state = json.loads((ckpt / "trainer_state.json").read_text())
+        found[state["stateful_callbacks"]["RolloutCadence"]["attributes"]["rollouts_done"]] = ckpt
+    return found
+
+
+def test_resume_restores_the_rollout_count_and_matches_the_uninterrupted_run(tmp_path):
+    full, resumed = tmp_path / "full", tmp_path / "resumed"
+    common = ["train", "--config", "smoke", "trainer.num_rollouts=2", "trainer.save_strategy=steps",
+              "trainer.save_steps=1", "trainer.learning_rate=0.001"]  # fmt: skip
+    main([*common, f"trainer.output_dir={full}"])
+    saved = checkpoints(full)
+    assert sorted(saved) == [1, 2]  # one checkpoint per rollout: none in the middle of a rollout
+    # resume a copy of the run from the checkpoint after the first rollout
+    main([*common, f"trainer.output_dir={resumed}", f"trainer.resume_from_checkpoint={saved[1]}"])
+    a, b = (json.loads((d / "results.json").read_text()) for d in (full, resumed))
+    assert a["rollouts"] == b["rollouts"] == 2 and a["steps"] == b["steps"]
+    # the resumed run trained the steps after the checkpoint only (rollout 2), on the full run's learning rates
+    step1 = json.loads((saved[1] / "trainer_state.json").read_text())["global_step"]
+    new_logs = [json.loads(line) for line in (resumed / "metrics.jsonl").read_text().splitlines()]
+    assert [h["step"] for h in new_logs if "loss" in h] == list(range(step1 + 1, a["steps"] + 1))
+    lr = lambda r: [h["learning_rate"] for h in r["log_history"] if "learning_rate" in h]  # noqa: E731
+    assert lr(b) == lr(a)
+    wa, wb = (load_file(d / "final" / "model.safetensors") for d in (full, resumed))
+    for k in wa:
+        torch.testing.assert_close(wa[k], wb[k], rtol=0, atol=1e-6, msg=k)
