@@ -113,8 +113,11 @@ data: setup  ## fetch a benchmark's official data where the network allows: ENV=
 COMPARE_textrooms = GRPO=agentopsd:textrooms_smollm2-135m_cpu:grpo SDAR=sdar:textrooms_smollm2-135m_cpu:sdar \
 	AgentOPSD=agentopsd:textrooms_smollm2-135m_cpu:agentopsd RLSD=agentopsd:textrooms_smollm2-135m_cpu:rlsd \
 	Skill-SD=agentopsd:textrooms_smollm2-135m_cpu:skill_sd
+# finished runs of the packages' own CPU reproduce plans (same config and method) are reused, not trained again
+REUSE_textrooms = --reuse GRPO=runs/agentopsd/cpu/grpo --reuse AgentOPSD=runs/agentopsd/cpu/agentopsd \
+	--reuse SDAR=runs/sdar/cpu/sdar
 
 compare: setup  ## GRPO, SDAR, AgentOPSD, RLSD, Skill-SD side by side: ENV=textrooms SEEDS=0,1 (one table, one plot)
 	@test -n "$(COMPARE_$(ENV))" || { echo "No compare plan for ENV=$(ENV); valid: textrooms"; exit 2; }
 	$(RUN) python -m agentrl_shared.compare --env $(ENV) --seeds $(SEEDS) --out results/compare/$(ENV) \
-		--runs runs/compare/$(ENV) $(COMPARE_$(ENV))
+		--runs runs/compare/$(ENV) $(REUSE_$(ENV)) $(COMPARE_$(ENV))

@@ -50,7 +50,7 @@ def test_cli_trains_two_steps_and_moves_every_parameter(tmp_path):
 def test_cli_trains_the_baselines(tmp_path, method):
     out = tmp_path / method
     # token granularity through RLSD; Skill-SD adds its loss term (one step is enough to see it logged)
-    main(["train", "--config", "smoke", "--method", method, f"trainer.output_dir={out}", "trainer.max_steps=1"])
+    main(["train", "--config", "smoke", "--method", method, f"trainer.output_dir={out}", "trainer.num_rollouts=1"])
     logs = [h for h in json.loads((out / "results.json").read_text())["log_history"] if "loss" in h]
     assert ("rlsd/lambda" if method == "rlsd" else "skillsd/loss") in logs[0]
 
@@ -58,7 +58,14 @@ def test_cli_trains_the_baselines(tmp_path, method):
 def test_cli_token_granularity(tmp_path):
     out = tmp_path / "token"
     main(
-        ["train", "--config", "smoke", "trainer.granularity=token", f"trainer.output_dir={out}", "trainer.max_steps=1"]
+        [
+            "train",
+            "--config",
+            "smoke",
+            "trainer.granularity=token",
+            f"trainer.output_dir={out}",
+            "trainer.num_rollouts=1",
+        ]
     )
     logs = [h for h in json.loads((out / "results.json").read_text())["log_history"] if "loss" in h]
     # the token path ran (V_0 and gap logged; no per-episode turn count); the tiny random model never wins, so every

@@ -7,9 +7,9 @@ import pytest
 from agentrl_shared.compare import main, parse_entry
 
 
-def payload(seed: int, success: float, env: dict | None = None) -> dict:
+def payload(seed: int, success: float, env: dict | None = None, method: str = "grpo") -> dict:
     return {
-        "seed": seed, "commit": "abc1234", "model": "smollm2-135m", "eval_seeds": [1000],
+        "method": method, "seed": seed, "commit": "abc1234", "model": "smollm2-135m", "eval_seeds": [1000],
         "config": {"env": env or {"name": "textrooms", "eval_episodes": 64}},
         "final": {"success_rate_mean": success}, "curve": [{"rollouts": 0, "success_rate_mean": 0.3},
                                                            {"rollouts": 4, "success_rate_mean": success}],
@@ -51,3 +51,38 @@ def test_runs_on_different_panels_are_refused(tmp_path):
     with pytest.raises(SystemExit, match="do not share one model, environment and panel"):
         main(["GRPO=agentopsd:x", "SDAR=sdar:x", "--env", "textrooms", "--out", str(tmp_path / "o"),
               "--runs", str(runs)])  # fmt: skip
+
+
+def test_finished_runs_of_a_reproduce_plan_are_reused(tmp_path, monkeypatch):
+    runs, plan, out = tmp_path / "runs", tmp_path / "sdar_cpu", tmp_path / "out"
+    write(runs, "GRPO", 0, payload(0, 0.5))
+    write(plan, "sdar", 0, payload(0, 0.6, method="sdar"))
+    trained = []
+    monkeypatch.setattr("agentrl_shared.compare.train", lambda *args: trained.append(args))
+    main(["GRPO=agentopsd:x:grpo", "SDAR=sdar:x:sdar", "--env", "textrooms", "--out", str(out), "--runs", str(runs),
+          "--reuse", f"SDAR={plan / 'sdar'}"])  # fmt: skip
+    assert trained == []  # the plan's finished SDAR run stands in for a new one
+    assert json.loads((out / "compare.json").read_text())["SDAR"][0]["run"] == str(plan / "sdar" / "seed0")
+    assert "| SDAR | 60.0 +- 0.0 (1 seed) | 0 | abc1234 |" in (out / "compare.md").read_text()
+
+
+def test_a_reused_run_must_match_method_and_overrides(tmp_path, monkeypatch):
+    runs, plan = tmp_path / "runs", tmp_path / "plan"
+    write(plan, "sdar", 0, payload(0, 0.6, method="grpo_opsd"))  # another method of the plan
+    trained = []
+
+    def fake_train(package, config, method, seed, run, overrides):
+        trained.append((method, seed, tuple(overrides)))
+        write(runs, "SDAR", seed, payload(seed, 0.7, method=method))
+
+    monkeypatch.setattr("agentrl_shared.compare.train", fake_train)
+    main(["SDAR=sdar:x:sdar", "--env", "textrooms", "--out", str(tmp_path / "o"), "--runs", str(runs),
+          "--reuse", f"SDAR={plan / 'sdar'}"])  # fmt: skip
+    assert trained == [("sdar", 0, ())]
+    write(plan, "sdar", 1, payload(1, 0.6, method="sdar"))
+    main(["SDAR=sdar:x:sdar", "--env", "textrooms", "--seeds", "1", "--out", str(tmp_path / "o"), "--runs",
+          str(runs), "--reuse", f"SDAR={plan / 'sdar'}", "--override", "trainer.learning_rate=1e-5"])  # fmt: skip
+    assert trained[-1] == ("sdar", 1, ("trainer.learning_rate=1e-5",))  # overrides: never reused
+    with pytest.raises(SystemExit, match="not entries: RLSD"):
+        main(["SDAR=sdar:x:sdar", "--env", "textrooms", "--out", str(tmp_path / "o"), "--runs", str(runs),
+              "--reuse", "RLSD=somewhere"])  # fmt: skip

@@ -18,14 +18,14 @@ from agentrl_shared.offline import set_offline_env
 set_offline_env()
 
 ROOT = Path(__file__).resolve().parents[3]
-STEPS = 6
+STEPS = 6  # rollouts per run (one optimizer step each on smoke.yaml)
 
 
 def step_times(overrides: list[str]) -> list[float]:
     from .cli import load, train
 
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = load("smoke", [f"trainer.max_steps={STEPS}", f"trainer.output_dir={tmp}", *overrides])
+        cfg = load("smoke", [f"trainer.num_rollouts={STEPS}", f"trainer.output_dir={tmp}", *overrides])
         payload = train(cfg, "bench")
     times = [h["step_time"] for h in payload["log_history"] if "step_time" in h]
     return times[1:]  # the first step pays one-off costs (JIT, allocator warm-up)
@@ -44,6 +44,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m agentopsd.bench", description=__doc__)
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results.json", help="results file to merge into")
     parser.add_argument("--repeats", type=int, default=2, help="ABAB runs of each method")
+    parser.add_argument("--note", default="", help="how it was measured (machine, load), kept with the figures")
     ns = parser.parse_args(argv)
     grpo: list[float] = []
     opsd: list[float] = []
@@ -51,7 +52,8 @@ def main(argv: list[str] | None = None) -> None:
         grpo += step_times(["trainer.credit=grpo"])
         opsd += step_times([])
     figures = {
-        "config": {"step_time": f"smoke.yaml, {STEPS} steps x {ns.repeats} runs per method (ABAB), first dropped"},
+        "config": {"step_time": f"smoke.yaml, {STEPS} rollouts x {ns.repeats} runs per method (ABAB), first dropped"},
+        "note": ns.note,
         "grpo_step_time_s": statistics.median(grpo),
         "agentopsd_step_time_s": statistics.median(opsd),
     }

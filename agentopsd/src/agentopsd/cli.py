@@ -8,6 +8,7 @@ result files. No algorithm logic lives here.
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -56,9 +57,16 @@ def run_name(cfg: dict, method: str) -> str:
     return f"{cfg['env'].name}_{model}_{method}_seed{cfg['trainer'].seed}"
 
 
+def _is_main_process() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
+
+
 def _dump(cfg: dict, out: Path) -> None:
+    """Write the resolved config next to the run's results (main process only) and print its headline."""
     from agentrl_shared.config import to_dict
 
+    if not _is_main_process():
+        return
     out.mkdir(parents=True, exist_ok=True)
     resolved = to_dict(cfg)
     (out / "config.json").write_text(json.dumps(resolved, indent=2) + "\n")
@@ -66,7 +74,7 @@ def _dump(cfg: dict, out: Path) -> None:
     t = cfg["trainer"]
     print(f"trainer: lr={t.learning_rate} credit={t.credit} granularity={t.granularity} lambda={t.mult_lambda} "
           f"band={t.mult_band} beta={t.beta} "
-          f"G={t.num_generations} max_steps={t.max_steps} output_dir={t.output_dir}")  # fmt: skip
+          f"G={t.num_generations} num_rollouts={t.num_rollouts} output_dir={t.output_dir}")  # fmt: skip
 
 
 def _panel(cfg: dict) -> tuple[list[dict], list[int]]:
@@ -78,9 +86,9 @@ def _panel(cfg: dict) -> tuple[list[dict], list[int]]:
 
 
 def train(cfg: dict, method: str = "run") -> dict:
-    """Train one configuration, then evaluate it on the fixed panel; returns the results payload."""
+    """Train one configuration, then evaluate it on the fixed panel; returns the results payload (on every rank;
+    files are written by the main process)."""
     import torch
-    from datasets import Dataset
     from transformers import AutoTokenizer, TrainerCallback
 
     from agentrl_shared.envs import load_tasks
@@ -100,19 +108,17 @@ def train(cfg: dict, method: str = "run") -> dict:
         args.model_init_kwargs["attn_implementation"] = model_cfg.attn_implementation
     tok = AutoTokenizer.from_pretrained(path, padding_side="left")
     tasks = load_tasks(env.name, env.train_split, **env.task_kwargs)
-    dataset = Dataset.from_list(
-        [{"prompt": t.get("instruction", t["task_id"]), "task_json": json.dumps(t)} for t in tasks]
-    )
     panel, seeds = _panel(cfg)
     curve: list[dict] = []
     curve_path = out / "eval_curve.jsonl"
 
-    def evaluate(trainer, step: int) -> dict:
+    def evaluate(trainer) -> dict:
+        """Every rank evaluates (lock-step generation) and gets the same summary; the main process writes it."""
         episodes = trainer.evaluate_panel(panel, seeds, env.eval_temperature)
         summary = summarize([episode_record(e) for e in episodes], seeds)
-        point = {"step": step, "rollouts": trainer.rollouts_done, **summary}
+        point = {"step": trainer.state.global_step, "rollouts": trainer.rollouts_done, **summary}
+        curve.append(point)
         if trainer.accelerator.is_main_process:
-            curve.append(point)
             with curve_path.open("a") as f:
                 f.write(json.dumps(point) + "\n")
             print(f"[eval] rollout {trainer.rollouts_done}: success {summary['success_rate_mean']:.3f}")
@@ -122,21 +128,21 @@ def train(cfg: dict, method: str = "run") -> dict:
         """Evaluate every `env.eval_every` rollouts on the panel (verl `trainer.test_freq`)."""
 
         def on_step_end(self, targs, state, control, **kwargs):
-            per_rollout = args.steps_per_generation // args.gradient_accumulation_steps
-            if env.eval_every and state.global_step % (env.eval_every * per_rollout) == 0:
-                evaluate(trainer, state.global_step)
+            if env.eval_every and trainer.rollout_finished and trainer.rollouts_done % env.eval_every == 0:
+                evaluate(trainer)
 
-    trainer = AgentOPSDTrainer(path, args, env, dataset, processing_class=tok, callbacks=[PanelEval()])
-    if curve_path.exists():
+    trainer = AgentOPSDTrainer(path, args, env, tasks, processing_class=tok, callbacks=[PanelEval()])
+    if trainer.accelerator.is_main_process and curve_path.exists():
         curve_path.unlink()
     t0 = time.perf_counter()
     if env.eval_every and env.eval_before_train:
-        evaluate(trainer, 0)
+        evaluate(trainer)
     trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
     train_s = time.perf_counter() - t0
     trainer.save_model(str(out / "final"))  # weights stay under runs/ (git-ignored); results go to results/
-    final = curve[-1] if curve and curve[-1]["step"] == trainer.state.global_step else None
-    summary = final if final is not None else evaluate(trainer, trainer.state.global_step)
+    # the curve is filled on every rank, so every rank takes the same branch here (no lone evaluation)
+    final = curve[-1] if curve and curve[-1]["rollouts"] == trainer.rollouts_done else None
+    summary = final if final is not None else evaluate(trainer)
     trainer.pool.close()
     payload = {
         "method": method,
@@ -147,10 +153,11 @@ def train(cfg: dict, method: str = "run") -> dict:
         "train_seconds": train_s,
         "steps": trainer.state.global_step,
         "rollouts": trainer.rollouts_done,
+        "num_processes": trainer.accelerator.num_processes,
         "final": {k: v for k, v in summary.items() if k not in ("step", "rollouts")},
         "curve": curve,
         "log_history": trainer.state.log_history,
-        "config": json.loads((out / "config.json").read_text()),
+        "config": json.loads((out / "config.json").read_text()) if trainer.accelerator.is_main_process else None,
         "torch_threads": torch.get_num_threads(),
     }
     if trainer.accelerator.is_main_process:

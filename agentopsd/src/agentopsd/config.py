@@ -15,7 +15,6 @@ from trl import GRPOConfig
 CREDITS = ("agentopsd", "grpo", "rlsd")
 GRANULARITIES = ("turn", "token")
 SKILL_POSITIONS = ("legacy", "user")
-ROW_PADDINGS = ("zero", "duplicate")
 
 
 @dataclass
@@ -59,10 +58,17 @@ class AgentOPSDConfig(GRPOConfig):
         eval_with_skills (`bool`, *optional*, defaults to `False`): evaluate with skills (the `*` rows).
         skill_position (`str`, *optional*, defaults to `"legacy"`): `build_teacher_batch(skill_position=...)`:
             `legacy` before the whole templated prompt, `user` after the first user header.
-        micro_batch_rows (`int`, *optional*, defaults to `32`): rows per forward (ALFWorld
-            `ppo_micro_batch_size_per_gpu=32`).
-        row_padding (`str`, *optional*, defaults to `"zero"`): how short rollouts fill the row budget (shared
-            `fit_rows_to_batch`).
+        micro_batch_rows (`int`, *optional*, defaults to `32`): turn-rows per forward/backward (verl-agent
+            `ppo_micro_batch_size_per_gpu`=32 on ALFWorld). An optimizer step takes `gradient_accumulation_steps`
+            micro-batches per rank, i.e. a mini-batch of `world * gradient_accumulation_steps * micro_batch_rows`
+            rows (verl-agent `ppo_mini_batch_size`), and a rollout makes ceil(rows / mini-batch) optimizer steps over
+            every row once (`agentrl_shared.batch.plan_steps`).
+        num_rollouts (`int`, *optional*, defaults to `150`): training length in rollouts (verl `total_epochs` /
+            `total_training_steps`: one rollout per training step, all scripts 150); lambda schedules and the
+            learning-rate schedule count rollouts too. `max_steps` is derived from it and must not be set.
+
+    `per_device_train_batch_size * steps_per_generation` is the number of episodes a rank plays per rollout (TRL's
+    generation batch); it must be a multiple of `num_generations`.
     """
 
     credit: str = field(default="agentopsd", metadata={"help": "agentopsd | grpo | rlsd (baselines)."})
@@ -91,7 +97,7 @@ class AgentOPSDConfig(GRPOConfig):
     eval_with_skills: bool = field(default=False, metadata={"help": "Evaluate with skills (`*` rows)."})
     skill_position: str = field(default="legacy", metadata={"help": "legacy | user (build_teacher_batch)."})
     micro_batch_rows: int = field(default=32, metadata={"help": "Rows per forward. ALFWorld micro-batch 32."})
-    row_padding: str = field(default="zero", metadata={"help": "zero (no loss) or duplicate (verl-agent)."})
+    num_rollouts: int = field(default=150, metadata={"help": "Training length in rollouts. Scripts: 150."})
 
     # --- re-defaulted GRPOConfig fields (verl defaults kept by the official scripts) ---
     learning_rate: float = field(default=1e-6, metadata={"help": "actor.optim.lr=1e-6, constant."})
@@ -115,12 +121,16 @@ class AgentOPSDConfig(GRPOConfig):
     report_to: str | list[str] | None = field(default="none", metadata={"help": "W&B etc. are opt-in."})
 
     def __post_init__(self):
+        if self.max_steps > 0:
+            raise ValueError(
+                f"max_steps={self.max_steps} is set, but AgentOPSD counts training in rollouts (a rollout makes a "
+                "variable number of optimizer steps); set trainer.num_rollouts instead (scripts: 150)."
+            )
         super().__post_init__()
         for name, value, valid in (
             ("credit", self.credit, CREDITS),
             ("granularity", self.granularity, GRANULARITIES),
             ("skill_position", self.skill_position, SKILL_POSITIONS),
-            ("row_padding", self.row_padding, ROW_PADDINGS),
         ):
             if value not in valid:
                 raise ValueError(f"Unknown trainer.{name} {value!r}; valid: {', '.join(valid)}.")

@@ -74,9 +74,10 @@ def bench_line(path: Path) -> str:
     key = "agentopsd/step_time_ratio_agentopsd_over_grpo"
     if key not in data:
         return "not run"
+    note = f"; {data['agentopsd/note']}" if data.get("agentopsd/note") else ""
     return (f"AgentOPSD / GRPO step time = {data[key]:.2f} (GRPO {data['agentopsd/grpo_step_time_s']:.2f} s, AgentOPSD "
             f"{data['agentopsd/agentopsd_step_time_s']:.2f} s; {data['agentopsd/config']['step_time']}; commit "
-            f"{data['agentopsd/commit']})")  # fmt: skip
+            f"{data['agentopsd/commit']}{note})")  # fmt: skip
 
 
 def report() -> None:

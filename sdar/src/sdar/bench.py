@@ -6,7 +6,7 @@ machine wall time is noisy, CPU time much less so.
    rollouts and one evaluation pass, timed by stage: generation (multi-turn rollout: generate + environment),
    no-grad log-prob forwards (old / reference / teacher), loss forward, backward, the rest of the optimizer step, and
    the evaluation pass over the fixed panel.
-2. Batched rollout against its ceiling, SmolLM2-135M, TextRooms, greedy, bf16 autocast: 16 episodes (one training
+2. Batched rollout against its ceiling, SmolLM2-135M, TextRooms, greedy, the CPU config's precision: 16 episodes (one training
    rollout) played one at a time, played together (one generation call per turn), and the ceiling: the same per-turn
    prompt batches given to `generate` alone (no prompt building, tokenising or environment). Claims: batched /
    sequential speedup, and batched time as a fraction of the ceiling (`batched_over_ceiling` = ceiling / batched).
@@ -116,8 +116,10 @@ def main_job_split(rollouts: int = 2) -> dict:
     split["training total_s_per_rollout"] = {"wall": payload["train_seconds"] / n, "cpu": None}
     split["evaluation pass_s"] = {"wall": clock.wall["evaluation pass"], "cpu": clock.cpu["evaluation pass"]}
     split["rollouts"] = n
-    # the CPU plan from this split: untrained evaluation, then GRPO (no teacher forward), GRPO+OPSD and SDAR, each
-    # R rollouts and its evaluation passes (model loading and start-up not counted)
+    # the CPU plan from this split: untrained evaluation, then each method of `CPU_PLAN` (GRPO without the teacher
+    # forward), R rollouts and its evaluation passes each (model loading and start-up not counted)
+    from .cli import CPU_PLAN
+
     plan_cfg = load(CPU_CONFIG, [])
     R, env = plan_cfg["trainer"].num_rollouts, plan_cfg["env"]
     evals = R // env.eval_every + int(env.eval_before_train) + int(R % env.eval_every != 0)
@@ -125,24 +127,28 @@ def main_job_split(rollouts: int = 2) -> dict:
         rollout = sum(split[f"{k}_s_per_rollout"][kind] for k in (*stages, "batching and other"))
         rollout += split["optimizer step and logging_s_per_rollout"]["wall"]
         teacher, ev = split["no-grad forwards (teacher/old/ref)_s_per_rollout"][kind], split["evaluation pass_s"][kind]
-        split[f"estimated_reproduce_one_seed_s_{kind}"] = ev + R * (3 * rollout - teacher) + 3 * evals * ev
+        per_method = [rollout - (teacher if method == "grpo" else 0.0) for method in CPU_PLAN]
+        split[f"estimated_reproduce_one_seed_s_{kind}"] = ev + R * sum(per_method) + len(CPU_PLAN) * evals * ev
     split["rows_per_rollout"] = statistics.fmean(
         h["rollout/rows"] for h in payload["log_history"] if "rollout/rows" in h
     )
     return split
 
 
-def _smollm2(precision: str = "bf16"):
+def _smollm2():
+    """SmolLM2-135M and its HF generator in the CPU config's precision (bf16 autocast only where it asks for it)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from agentrl_shared.generation import HFGenerator
     from agentrl_shared.models import model_path
 
+    from .cli import load
+
     path = model_path("smollm2-135m")
     tok = AutoTokenizer.from_pretrained(path, padding_side="left")
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-    dtype = torch.bfloat16 if precision == "bf16" else None
+    dtype = torch.bfloat16 if load(CPU_CONFIG, [])["trainer"].bf16 else None
     return tok, model, HFGenerator(model, tok, max_new_tokens=12, temperature=0.0, autocast_dtype=dtype)
 
 
@@ -195,7 +201,7 @@ def batched_rollout_vs_ceiling(episodes: int = 16, repeats: int = 2) -> dict:
 
 
 def evaluation_pass(panel: int = 64, chunk: int = 16, repeats: int = 1) -> dict:
-    """The fixed panel played in one batch against chunks of `chunk` episodes (greedy, bf16 autocast)."""
+    """The fixed panel played in one batch against chunks of `chunk` episodes (greedy, the CPU config's precision)."""
     from agentrl_shared.envs import load_tasks
     from agentrl_shared.evaluation import run_panel
 
@@ -230,13 +236,11 @@ def step_times(overrides: list[str]) -> list[float]:
 
 
 def merge(figures: dict) -> None:
-    from agentrl_shared.provenance import git_commit
-
     path = ROOT / "bench-results.json"
     data = json.loads(path.read_text()) if path.exists() else {}
     data = {k: v for k, v in data.items() if not k.startswith("sdar/")}
-    data.update({f"sdar/{k}": v for k, v in figures.items()})
-    data["sdar/commit"] = git_commit()
+    data.update({f"sdar/{k}": v for k, v in figures.items() if k != "commit"})
+    data["sdar/commit"] = figures["commit"]
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
@@ -245,8 +249,12 @@ def _fmt(x) -> str:
 
 
 def main() -> None:
-    figures = {"config": {"main_job": f"{CPU_CONFIG}, SDAR, 2 rollouts + 1 evaluation pass (64 episodes)",
-                          "rollout": "textrooms, SmolLM2-135M, greedy, bf16 autocast, 16 episodes, 2 turns",
+    from agentrl_shared.provenance import git_commit
+
+    commit = git_commit()  # before the bench writes bench-results.json, a tracked file
+    figures = {"commit": commit,
+               "config": {"main_job": f"{CPU_CONFIG}, SDAR, 2 rollouts + 1 evaluation pass (64 episodes)",
+                          "rollout": "textrooms, SmolLM2-135M, greedy, CPU config precision, 16 episodes, 2 turns",
                           "step_time": "smoke.yaml, 6 steps, first dropped"}}  # fmt: skip
     roll = batched_rollout_vs_ceiling()
     figures["rollout"] = roll

@@ -1,10 +1,15 @@
 """`python -m agentrl_shared.compare`: several packages' methods on one environment, side by side (`make compare`).
 
 Plumbing only: each entry `LABEL=PACKAGE:CONFIG[:METHOD]` runs `python -m PACKAGE.cli train --config CONFIG --method
-METHOD trainer.seed=S` for every seed under `--runs` (git-ignored; a finished run is not redone), then checks that every run used the same model,
-environment and evaluation panel, and writes one table (`compare.md`, mean +- std over seeds) and one plot
-(`learning_curves.png`) from the runs' `results.json`. No algorithm lives here: each package's CLI decides what its
-method means.
+METHOD trainer.seed=S` for every seed under `--runs` (git-ignored; a finished run is not redone), then checks that every
+run used the same model, environment and evaluation panel, and writes one table (`compare.md`, mean +- std over seeds)
+and one plot (`learning_curves.png`) from the runs' `results.json`. No algorithm lives here: each package's CLI decides
+what its method means.
+
+`--reuse LABEL=DIR` takes a label's finished runs from `DIR/seed<S>/results.json` instead of training them again: the
+folder of a package's own reproduce plan that ran the same config and method (e.g. `runs/sdar/cpu/sdar`, written by
+`sdar reproduce`). A run there is used only when its results name the same method and seed and no `--override` is
+given; otherwise the label trains under `--runs` as usual.
 """
 
 import argparse
@@ -30,6 +35,14 @@ def train(package: str, config: str, method: str, seed: int, run: Path, override
            f"trainer.seed={seed}", f"trainer.output_dir={run}", *overrides]  # fmt: skip
     print("[compare]", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True)
+
+
+def reusable(path: Path, method: str, seed: int, overrides: list[str]) -> bool:
+    """A finished run at `path` (`results.json`) stands in for this label and seed: same method and seed, no overrides."""
+    if overrides or not path.exists():
+        return False
+    payload = json.loads(path.read_text())
+    return payload["method"] == method and payload["seed"] == seed
 
 
 def same_setting(payloads: dict[str, list[dict]]) -> None:
@@ -62,21 +75,35 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, required=True, help="output folder: compare.md, compare.json, the plot")
     parser.add_argument("--runs", type=Path, required=True, help="folder of the training runs (weights; git-ignored)")
     parser.add_argument("--override", action="append", default=[], help="key=value passed to every run")
+    parser.add_argument("--reuse", action="append", default=[], metavar="LABEL=DIR",
+                        help="take LABEL's finished runs from DIR/seed<S> (a package's reproduce folder)")  # fmt: skip
     ns = parser.parse_args(argv)
     entries = [parse_entry(e) for e in ns.entries]
     seeds = [int(s) for s in ns.seeds.split(",")]
+    reuse = dict(r.split("=", 1) for r in ns.reuse)
+    unknown = set(reuse) - {label for label, *_ in entries}
+    if unknown:
+        raise SystemExit(f"--reuse names labels that are not entries: {', '.join(sorted(unknown))}.")
     payloads: dict[str, list[dict]] = {}
+    sources: dict[str, list[str]] = {}
     for label, package, config, method in entries:
         for seed in seeds:
             run = ns.runs / label / f"seed{seed}"
+            done = Path(reuse[label]) / f"seed{seed}" if label in reuse else None
             if not (run / "results.json").exists():
-                train(package, config, method, seed, run, ns.override)
+                if done is not None and reusable(done / "results.json", method, seed, ns.override):
+                    print(f"[compare] {label} seed {seed}: reusing the finished run {done}", flush=True)
+                    run = done
+                else:
+                    train(package, config, method, seed, run, ns.override)
             payloads.setdefault(label, []).append(json.loads((run / "results.json").read_text()))
+            sources.setdefault(label, []).append(str(run))
     same_setting(payloads)
     text = table(payloads, ns.env)
     ns.out.mkdir(parents=True, exist_ok=True)
     (ns.out / "compare.md").write_text(text + "\n")
-    summary = {label: [{k: p[k] for k in ("seed", "commit", "final", "curve")} for p in runs]
+    summary = {label: [{"run": src, **{k: p[k] for k in ("seed", "commit", "final", "curve")}}
+                       for p, src in zip(runs, sources[label], strict=True)]
                for label, runs in payloads.items()}  # fmt: skip
     (ns.out / "compare.json").write_text(json.dumps(summary, indent=2) + "\n")
     series = {
