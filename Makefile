@@ -102,6 +102,7 @@ bench: setup  ## side-by-side speed ratios; writes bench-results.json
 	$(RUN) python -m vad.bench
 	$(RUN) python -m vitabench2.bench
 	$(RUN) python -m skillrise.bench
+	$(RUN) python -m envace.bench
 
 lint:  ## ruff check and format check
 	$(UV) run --locked ruff check .

@@ -17,7 +17,7 @@ def test_every_config_loads(monkeypatch):
     assert {"smoke", "tooltasks_smollm2-135m_cpu", "checklist_qwen3-8b_paper"} <= set(names)
     for name in names:
         cfg = load(name, ["trainer.use_cpu=true", "trainer.bf16=false"])
-        assert cfg["trainer"].gradient_accumulation_steps == cfg["trainer"].steps_per_generation
+        assert cfg["trainer"].num_iterations == 1
 
 
 def test_paper_defaults():
@@ -28,7 +28,6 @@ def test_paper_defaults():
     assert c.entropy_coef == 0.0 and c.num_iterations == 1 and c.max_grad_norm == 1.0
     assert c.tool_return_mode == "agent" and c.model_sharing and c.chat_template_kwargs == {"enable_thinking": True}
     assert c.judge_temperature == 0.6 and c.judge_top_p == 0.8 and c.judge_max_tokens == 6000
-    assert c.gradient_accumulation_steps == c.steps_per_generation  # one optimizer step per rollout
 
 
 @pytest.mark.parametrize(
@@ -37,7 +36,7 @@ def test_paper_defaults():
         (["trainer.tool_return_mode=simulate"], "Unknown tool_return_mode"),
         (["trainer.judge=endpoint"], "judge_url"),
         (["trainer.tool_return_mode=external"], "external_simulator_url"),
-        (["trainer.gradient_accumulation_steps=1"], "one optimizer step per rollout"),
+        (["trainer.num_iterations=2"], "one optimizer step per rollout"),
         (["trainer.no_such_key=1"], "Valid EnvACEConfig keys"),
         (["env.source=web"], "Unknown env.source"),
     ],

@@ -159,6 +159,8 @@ def train(cfg: dict, method: str = "run", output: Path = Path("runs/envace")) ->
     trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
     train_s = time.perf_counter() - t0
     trainer.save_model(str(out / "final"))  # weights stay under the run's folder
+    if trainer.simulator is not None and trainer.accelerator.is_main_process:  # no-share: the rehearsal model too
+        trainer.simulator.save_pretrained(out / "final" / "simulator")
     final = curve[-1] if curve and curve[-1]["step"] == trainer.state.global_step else None
     summary = final if final is not None else evaluate(trainer, trainer.state.global_step)
     payload = {

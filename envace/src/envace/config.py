@@ -26,9 +26,11 @@ class EnvACEConfig(GRPOConfig):
             back ends (caller-only with environment interaction); `external`: an OpenAI-compatible simulator model
             (caller-only baseline `run_checklist_caller_only.sh`, "httpx" mode, gpt-4.1 there).
         model_sharing (`bool`, *optional*, defaults to `True`): one model plays both roles (`run_checklist_share.sh`).
-            `False`: the rehearsal role is a separate, frozen model (`simulator_model`); see README deviations.
-        simulator_model (`str`, *optional*): the separate rehearsal model when `model_sharing=False` (default: the
-            initial policy weights).
+            `False`: the no-share baseline (`run_checklist_noshare.sh`): the rehearsal role is a separate model
+            (`simulator_model`) with its own optimizer; the caller rows train the policy, the rehearsal rows train the
+            separate model, both from the same reward with role-wise advantages.
+        simulator_model (`str`, *optional*): the separate rehearsal model's initial weights when `model_sharing=False`
+            (default: the policy's; the official script starts both roles from Qwen3-8B).
         external_simulator_url / external_simulator_model (`str`, *optional*): endpoint of `tool_return_mode=external`.
         simulator_think (`bool`, *optional*, defaults to `True`): append `/think` to the rehearsal prompt
             (`SIM_APPEND_THINK_SWITCH`, default on).
@@ -40,9 +42,12 @@ class EnvACEConfig(GRPOConfig):
             ends the episode (official `interaction.py`); the items count as failed either way.
         tts_budget (`int`, *optional*, defaults to `4`): private rehearsals N before the committed execution at test
             time (`envace eval --tts parallel|sequential`); the paper does not give N, 4 matches `val_n`.
-        micro_batch_rows (`int`, *optional*, defaults to `1`): rows per forward/backward (`ppo_micro_batch_size_per_gpu=1`).
-        row_padding (`str`, *optional*, defaults to `"duplicate"`): a rollout short of its row budget is filled with
-            copies of random rows that carry loss (verl-agent `adjust_batch` "copy" mode), or `zero` (no loss).
+
+    Batching: a rollout plays `per_device_train_batch_size * steps_per_generation` episodes per rank and makes one
+    optimizer step over all its rows (`use_adaptive_ppo_mini_batch_size=True`, `ppo_mini_update_num=1`) in
+    `gradient_accumulation_steps` forwards per rank of ceil(rows on the fullest rank / gradient_accumulation_steps) rows
+    each (one row per forward, the official `ppo_micro_batch_size_per_gpu=1`, while the rollout has at most
+    `gradient_accumulation_steps` rows per rank).
     """
 
     tool_return_mode: str = field(default="agent", metadata={"help": "agent (EnvACE) | real | external."})
@@ -60,8 +65,6 @@ class EnvACEConfig(GRPOConfig):
     judge_retries: int = field(default=3, metadata={"help": "Tries per judge request before it counts as failed."})
     terminate_on_judge_failure: bool = field(default=True, metadata={"help": "Official: judge failure ends it."})
     tts_budget: int = field(default=4, metadata={"help": "Test-time rehearsals N per task (val_n=4; paper: N n/a)."})
-    micro_batch_rows: int = field(default=1, metadata={"help": "ppo_micro_batch_size_per_gpu=1."})
-    row_padding: str = field(default="duplicate", metadata={"help": "verl-agent adjust_batch copy mode."})
 
     # --- re-defaulted GRPOConfig fields (run_checklist_share.sh, verl ppo_trainer.yaml) ---
     learning_rate: float = field(default=1e-6, metadata={"help": "actor.optim.lr=1e-6 for both roles, constant."})
@@ -104,11 +107,10 @@ class EnvACEConfig(GRPOConfig):
             raise ValueError("judge=endpoint needs trainer.judge_url (an OpenAI-compatible server); or judge=rule.")
         if self.tool_return_mode == "external" and not self.external_simulator_url:
             raise ValueError("tool_return_mode=external needs trainer.external_simulator_url.")
-        if self.gradient_accumulation_steps != self.steps_per_generation:
+        if self.num_iterations != 1:
             # ppo_mini_update_num=1: exactly one optimizer step per rollout batch
             raise ValueError(
-                f"EnvACE makes one optimizer step per rollout: set gradient_accumulation_steps = steps_per_generation "
-                f"(now {self.gradient_accumulation_steps} and {self.steps_per_generation})."
+                f"EnvACE makes one optimizer step per rollout: set num_iterations=1 (now {self.num_iterations})."
             )
 
 

@@ -49,9 +49,30 @@ def paper_table(paper: dict) -> str:
     return markdown_table(HEADER, rows)
 
 
+def bench_block(path: Path) -> str:
+    """EnvACE / caller-only step time per generated token from `bench-results.json` (`python -m envace.bench`)."""
+    data = json.loads(path.read_text()) if path.exists() else {}
+    if "envace/step_time_per_token_ratio_envace_over_caller_only" not in data:
+        return "not run"
+    b = {k.removeprefix("envace/"): v for k, v in data.items() if k.startswith("envace/")}
+    rows = [
+        ["step time (s)", f"{b['caller_only_step_time_s']:.2f}", f"{b['envace_step_time_s']:.2f}",
+         f"{b['step_time_ratio_envace_over_caller_only']:.2f}"],
+        ["generated tokens per step", f"{b['caller_only_generated_tokens_per_step']:.0f}",
+         f"{b['envace_generated_tokens_per_step']:.0f}",
+         f"{b['envace_generated_tokens_per_step'] / max(b['caller_only_generated_tokens_per_step'], 1):.2f}"],
+        ["step time per generated token (ms)", f"{b['caller_only_ms_per_generated_token']:.1f}",
+         f"{b['envace_ms_per_generated_token']:.1f}",
+         f"{b['step_time_per_token_ratio_envace_over_caller_only']:.2f}"],
+    ]  # fmt: skip
+    table = markdown_table(["Comparison", "caller-only (real tools)", "EnvACE", "EnvACE / caller-only"], rows)
+    where = f"nice {b['nice']}, 1-min load average {b['load_average_1min_at_end']:.1f} at the end"
+    return f"{table}\n\n{b['config']}; {where}; commit {b['commit']}"
+
+
 def report(readme: Path, runs: Path | None = None) -> None:
     """Rebuild `readme`'s result blocks from `<readme folder>/results`, after copying finished runs from `runs` there
-    when given."""
+    when given; the bench block reads `bench-results.json` next to the package."""
     results = readme.parent / "results"
     if runs is not None:
         logger.info(f"report: copied {collect_runs(runs, results, RUN_FILES)} finished runs from {runs} to {results}")
@@ -60,5 +81,6 @@ def report(readme: Path, runs: Path | None = None) -> None:
     text = replace_block(
         text, "results-paper", paper_table(json.loads((readme.parent / "paper_results.json").read_text()))
     )
+    text = replace_block(text, "bench", bench_block(readme.resolve().parent.parent / "bench-results.json"))
     readme.write_text(text)
     logger.info(f"report: wrote {readme}")
