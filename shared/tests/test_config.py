@@ -22,6 +22,13 @@ def test_overrides_parse_yaml_values_and_bare_keys():
     assert out == {"env": {"max_turns": 3, "seeds": [1, 2]}, "model": {"name_or_path": "smollm2-135m"}}
 
 
+def test_exponent_floats_are_numbers_not_strings():
+    # PyYAML's YAML 1.1 resolver reads `1e-4` as a string; configs and overrides read it as YAML 1.2 does
+    out = parse_overrides(["env.max_turns=1e-4", "env.seeds=[2E+3, -1.5e-2, .5e1]", "model.name_or_path=e5"], SECTIONS)
+    assert out["env"] == {"max_turns": 1e-4, "seeds": [2000.0, -0.015, 5.0]}
+    assert out["model"] == {"name_or_path": "e5"}  # not a number: stays a string
+
+
 def test_unknown_names_list_the_valid_ones():
     with pytest.raises(ConfigError, match=r"Unknown Env key 'max_turn'.*Did you mean max_turns\?.*Valid Env keys"):
         build_section(Env, {"max_turn": 3}, "test.yaml")

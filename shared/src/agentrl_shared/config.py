@@ -16,6 +16,21 @@ from pathlib import Path
 import yaml
 
 
+class _Loader(yaml.SafeLoader):
+    """YAML with YAML 1.2 floats: `1e-5` is the number 1e-05 (PyYAML's YAML 1.1 resolver reads it as a string)."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),
+)
+
+
+def _yaml(text: str):
+    return yaml.load(text, Loader=_Loader)  # noqa: S506 (a SafeLoader subclass)
+
+
 @dataclass
 class ModelConfig:
     """The policy model.
@@ -68,7 +83,7 @@ def parse_overrides(overrides: list[str], sections: dict[str, type]) -> dict[str
         if "=" not in item:
             raise ConfigError(f"Override {item!r} is not of the form key=value (e.g. trainer.learning_rate=1e-5).")
         key, raw = item.split("=", 1)
-        value = yaml.safe_load(raw) if raw != "" else None
+        value = _yaml(raw) if raw != "" else None
         if "." in key:
             section, name = key.split(".", 1)
             if section not in sections:
@@ -111,7 +126,7 @@ def build_section(cls: type, values: dict, where: str):
 def load_config(name_or_path: str, overrides: list[str], sections: dict[str, type], package: str) -> dict:
     """Load a package config: returns `{section: dataclass instance}` plus `"_source"`, the resolved YAML path."""
     path = resolve_config_path(name_or_path, package)
-    raw = yaml.safe_load(expand_env_vars(path.read_text(), str(path))) or {}
+    raw = _yaml(expand_env_vars(path.read_text(), str(path))) or {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{path} must be a mapping of sections ({', '.join(sections)}).")
     for section in raw:
