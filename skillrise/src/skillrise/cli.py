@@ -35,8 +35,8 @@ set_offline_env()  # before transformers / trl are imported
 logger = logging.getLogger("skillrise")
 
 PACKAGE = "skillrise"
-# CPU plan: SkillRise against its baselines (papers/skillrise section 5) as overrides of one config. GRPO keeps the
-# rollout budget: 1 group x 4 trials x K 3 = 12 task plays per rollout, so single tasks with a group of 12.
+# CPU plan: SkillRise against its baselines (the official README's GRPO, no-carry and reflect runs) as overrides of
+# one config. GRPO keeps the rollout budget: 1 group x 4 trials x K 3 = 12 task plays per rollout, so single tasks with a group of 12.
 CPU_CONFIG = "textrooms_smollm2-135m_cpu"
 CPU_METHODS = {
     "grpo": ["trainer.group_size_k=1", "trainer.carry_mode=none", "trainer.advantage_mode=grpo",

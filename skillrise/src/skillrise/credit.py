@@ -40,7 +40,9 @@ def row_rewards(returns: Tensor, is_valid: Tensor, *, penalty_coef: float) -> Te
     """R_row = return - penalty_coef * invalid (verl-agent `apply_invalid_action_penalty`, coefficient 0.5 here).
 
     Applied to every row flagged invalid: solve rows with no `<action>` tags and curate rows with no parsable
-    `<skill>` block (the trainer path of the official code penalises both; papers/skillrise 2.4).
+    `<skill>` block (the trainer path of the official code penalises both: `apply_invalid_action_penalty` applies to
+    every row with `is_action_valid=False`; Within-yao/SkillRise as imported by
+    lyq1119/SkillRise-reproduction-and-refinement@79bbd91).
     returns: (N,), is_valid: (N,) bool -> (N,).
     """
     return returns - penalty_coef * (~is_valid.bool()).to(returns.dtype)

@@ -3,7 +3,7 @@ VitaBench through the vitabench2 CLI (a subprocess), FinMCP-Bench, and BFCL-v4 t
 uv environment (`slow`: the first run builds envace/bfcl/.venv, about 6 GB).
 
 Run the slow ones from the repository root:
-`uv run --locked --extra alfworld --extra scienceworld --extra tau2 pytest -q -m slow envace/tests/test_benchmarks.py`
+`uv run --locked --extra alfworld --extra scienceworld --extra tau2 pytest -q -m slow envace/tests/test_envace_benchmarks.py`
 """
 
 import json
