@@ -1,28 +1,40 @@
-"""`agentopsd train|eval|reproduce|report --config NAME key=value ...`.
+"""`agentopsd train|eval|reproduce|report`: the AgentOPSD command line (`agentopsd <command> --help` for its flags).
 
 `train` runs one configuration and evaluates the result on the fixed panel; `eval` evaluates a model (the untrained
 Vanilla / Skill-Prompt* baselines, or a checkpoint); `reproduce` runs one scale's plan (configs x methods x seeds)
-and writes results JSON, learning curves and the README table; `report` regenerates the table and curves from the
-result files. No algorithm logic lives here.
+under an output folder (git-ignored); `report` copies finished runs into `agentopsd/results` and rebuilds the README
+tables and learning curves from those files, the only command that writes tracked files. No algorithm logic here.
 """
 
-import argparse
-import json
-import os
-import shutil
-import subprocess
+import logging
 import sys
 import time
 from pathlib import Path
 
+from agentrl_shared.cli import (
+    append_jsonl,
+    build_parser,
+    check_paper_prerequisites,
+    dump_config,
+    launch,
+    load_panel,
+    log_to_file,
+    parse_args,
+    pending_runs,
+    run_command,
+    run_folder,
+    seeds_arg,
+    set_model_init_kwargs,
+    setup_logging,
+)
 from agentrl_shared.offline import set_offline_env
 
 
 set_offline_env()  # before transformers / trl are imported
 
+logger = logging.getLogger("agentopsd")
+
 PACKAGE = "agentopsd"
-PACKAGE_DIR = Path(__file__).resolve().parents[2]  # agentopsd/ (the folder holding README.md)
-RESULTS_DIR = PACKAGE_DIR / "results"
 CPU_CONFIG = "textrooms_smollm2-135m_cpu"
 # the paper's baselines that live in this package, as switches of one config (OPSD, GRPO+OPSD and SDAR are the sdar
 # package's; `make compare` runs them side by side)
@@ -57,35 +69,14 @@ def run_name(cfg: dict, method: str) -> str:
     return f"{cfg['env'].name}_{model}_{method}_seed{cfg['trainer'].seed}"
 
 
-def _is_main_process() -> bool:
-    return int(os.environ.get("RANK", "0")) == 0
-
-
-def _dump(cfg: dict, out: Path) -> None:
-    """Write the resolved config next to the run's results (main process only) and print its headline."""
-    from agentrl_shared.config import to_dict
-
-    if not _is_main_process():
-        return
-    out.mkdir(parents=True, exist_ok=True)
-    resolved = to_dict(cfg)
-    (out / "config.json").write_text(json.dumps(resolved, indent=2) + "\n")
-    print(json.dumps({k: v for k, v in resolved.items() if k != "trainer"}, indent=2))
+def headline(cfg: dict) -> str:
     t = cfg["trainer"]
-    print(f"trainer: lr={t.learning_rate} credit={t.credit} granularity={t.granularity} lambda={t.mult_lambda} "
-          f"band={t.mult_band} beta={t.beta} "
-          f"G={t.num_generations} num_rollouts={t.num_rollouts} output_dir={t.output_dir}")  # fmt: skip
+    return (f"env={cfg['env'].name} model={cfg['model'].name_or_path} lr={t.learning_rate} credit={t.credit} "
+            f"granularity={t.granularity} lambda={t.mult_lambda} band={t.mult_band} beta={t.beta} "
+            f"G={t.num_generations} num_rollouts={t.num_rollouts}")  # fmt: skip
 
 
-def _panel(cfg: dict) -> tuple[list[dict], list[int]]:
-    from agentrl_shared.envs import load_tasks
-
-    env = cfg["env"]
-    tasks = load_tasks(env.name, env.eval_split, **env.task_kwargs)[: env.eval_episodes]
-    return tasks, [env.seed_offset_eval + s for s in env.eval_seeds]
-
-
-def train(cfg: dict, method: str = "run") -> dict:
+def train(cfg: dict, method: str = "run", output: Path = Path("runs/agentopsd")) -> dict:
     """Train one configuration, then evaluate it on the fixed panel; returns the results payload (on every rank;
     files are written by the main process)."""
     import torch
@@ -98,17 +89,14 @@ def train(cfg: dict, method: str = "run") -> dict:
     from .trainer import AgentOPSDTrainer
 
     args, env, model_cfg = cfg["trainer"], cfg["env"], cfg["model"]
-    if args.output_dir == "trainer_output":  # TRL's default: name the run instead
-        args.output_dir = f"runs/agentopsd/{run_name(cfg, method)}"
-    out = Path(args.output_dir)
-    _dump(cfg, out)
+    out = run_folder(args, output, run_name(cfg, method))
+    log_to_file(out)
+    resolved = dump_config(cfg, out, headline(cfg))
     path = model_path(model_cfg.name_or_path)
-    args.model_init_kwargs = {"dtype": model_cfg.dtype, **(args.model_init_kwargs or {})}
-    if model_cfg.attn_implementation:
-        args.model_init_kwargs["attn_implementation"] = model_cfg.attn_implementation
+    set_model_init_kwargs(args, model_cfg)
     tok = AutoTokenizer.from_pretrained(path, padding_side="left")
     tasks = load_tasks(env.name, env.train_split, **env.task_kwargs)
-    panel, seeds = _panel(cfg)
+    panel, seeds = load_panel(env)
     curve: list[dict] = []
     curve_path = out / "eval_curve.jsonl"
 
@@ -119,9 +107,8 @@ def train(cfg: dict, method: str = "run") -> dict:
         point = {"step": trainer.state.global_step, "rollouts": trainer.rollouts_done, **summary}
         curve.append(point)
         if trainer.accelerator.is_main_process:
-            with curve_path.open("a") as f:
-                f.write(json.dumps(point) + "\n")
-            print(f"[eval] rollout {trainer.rollouts_done}: success {summary['success_rate_mean']:.3f}")
+            append_jsonl(curve_path, point)
+            logger.info(f"eval after {trainer.rollouts_done} rollouts: success {summary['success_rate_mean']:.3f}")
         return summary
 
     class PanelEval(TrainerCallback):
@@ -139,7 +126,7 @@ def train(cfg: dict, method: str = "run") -> dict:
         evaluate(trainer)
     trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
     train_s = time.perf_counter() - t0
-    trainer.save_model(str(out / "final"))  # weights stay under runs/ (git-ignored); results go to results/
+    trainer.save_model(str(out / "final"))  # weights stay under the run's folder
     # the curve is filled on every rank, so every rank takes the same branch here (no lone evaluation)
     final = curve[-1] if curve and curve[-1]["rollouts"] == trainer.rollouts_done else None
     summary = final if final is not None else evaluate(trainer)
@@ -157,7 +144,7 @@ def train(cfg: dict, method: str = "run") -> dict:
         "final": {k: v for k, v in summary.items() if k not in ("step", "rollouts")},
         "curve": curve,
         "log_history": trainer.state.log_history,
-        "config": json.loads((out / "config.json").read_text()) if trainer.accelerator.is_main_process else None,
+        "config": resolved,
         "torch_threads": torch.get_num_threads(),
     }
     if trainer.accelerator.is_main_process:
@@ -165,7 +152,7 @@ def train(cfg: dict, method: str = "run") -> dict:
     return payload
 
 
-def evaluate_model(cfg: dict, method: str = "eval", out: Path | None = None) -> dict:
+def evaluate_model(cfg: dict, method: str = "eval", output: Path = Path("runs/agentopsd")) -> dict:
     """Evaluate `model.name_or_path` on the panel with HF generation (resumable: episodes are logged as they end)."""
     from functools import partial
 
@@ -184,13 +171,14 @@ def evaluate_model(cfg: dict, method: str = "eval", out: Path | None = None) -> 
     from .config import ENV_TO_PROMPT
 
     args, env, model_cfg = cfg["trainer"], cfg["env"], cfg["model"]
-    out = out or Path(args.output_dir)
-    _dump(cfg, out)
+    out = run_folder(args, output, run_name(cfg, method))
+    log_to_file(out, "eval.log")
+    resolved = dump_config(cfg, out, headline(cfg))
     path = model_path(model_cfg.name_or_path)
     tok = AutoTokenizer.from_pretrained(path, padding_side="left")
     model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, model_cfg.dtype))
     torch.manual_seed(args.seed)
-    panel, seeds = _panel(cfg)
+    panel, seeds = load_panel(env)
     transform = None
     if args.eval_with_skills:
 
@@ -219,113 +207,54 @@ def evaluate_model(cfg: dict, method: str = "eval", out: Path | None = None) -> 
         "eval_seconds": time.perf_counter() - t0,
         "final": summary,
         "curve": [],
-        "config": json.loads((out / "config.json").read_text()),
+        "config": resolved,
     }
     write_results(out / "results.json", payload)
-    print(f"[eval] {method}: success {summary['success_rate_mean']:.3f} +- {summary['success_rate_std']:.3f}")
+    logger.info(f"eval {method}: success {summary['success_rate_mean']:.3f} +- {summary['success_rate_std']:.3f}")
     return payload
 
 
-def reproduce(scale: str, seeds: list[int], overrides: list[str]) -> None:
-    """Run one scale's plan. CPU: untrained vs GRPO vs AgentOPSD on TextRooms, per seed. Runs live in
-    `runs/agentopsd/cpu/` (git-ignored; a finished run is not redone, so an interrupted plan resumes); their results
-    JSON and curves are copied to `agentopsd/results/cpu/` and the README table and curves are rebuilt from there."""
+def reproduce(scale: str, seeds: list[int], overrides: list[str], output: Path) -> None:
+    """Run one scale's plan into `output/<scale>/<method>/...` (a finished run is not redone, so an interrupted plan
+    resumes). CPU: untrained vs GRPO vs AgentOPSD on TextRooms, per seed. Paper: GRPO and AgentOPSD on each paper
+    config, launched with `accelerate`. Tracked files are never written here: `agentopsd report --runs <output>`
+    copies the results into `agentopsd/results/` and rebuilds the README tables."""
     if scale == "cpu":
-        from .report import report
-
-        for seed in seeds:
-            for method, extra in {"untrained": [], **CPU_METHODS}.items():
-                run = Path("runs") / "agentopsd" / "cpu" / method / f"seed{seed}"
-                if (run / "results.json").exists():
-                    print(f"[reproduce] {method} seed {seed}: finished earlier in {run}, not redone")
-                else:
-                    cfg = load(CPU_CONFIG, [*extra, *overrides, f"trainer.seed={seed}", f"trainer.output_dir={run}"])
-                    if method == "untrained":
-                        evaluate_model(cfg, method, run)
-                    else:
-                        train(cfg, method)
-                keep = RESULTS_DIR / "cpu" / method / f"seed{seed}"
-                keep.mkdir(parents=True, exist_ok=True)
-                for name in ("results.json", "eval_curve.jsonl", "episodes.jsonl", "config.json"):
-                    if (run / name).exists():
-                        shutil.copy(run / name, keep / name)
-        report()
-        return
-    if scale != "paper":
-        raise SystemExit(f"Unknown scale {scale!r}; valid: cpu, paper.")
-    check_paper_prerequisites(PAPER_CONFIGS)
-    for name in PAPER_CONFIGS:
-        for seed in seeds:
-            for method, extra in CPU_METHODS.items():
-                run = Path("runs") / "agentopsd" / "paper" / method / f"seed{seed}_{name}"
-                if not (run / "results.json").exists():
-                    cmd = [
-                        "accelerate", "launch", "--config_file", str(accelerate_config()), "-m", "agentopsd.cli", "train",
-                        "--config", name, "--method", method, f"trainer.seed={seed}", f"trainer.output_dir={run}",
-                        *extra, *overrides,
-                    ]  # fmt: skip
-                    print("[reproduce]", " ".join(cmd))
-                    subprocess.run(cmd, check=True)
-                keep = RESULTS_DIR / "paper" / method / f"seed{seed}_{name}"
-                keep.mkdir(parents=True, exist_ok=True)
-                for file in ("results.json", "eval_curve.jsonl", "config.json"):
-                    shutil.copy(run / file, keep / file)
-    from .report import report
-
-    report()
-
-
-def accelerate_config() -> Path:
-    from importlib.resources import files
-
-    return Path(str(files("agentrl_shared") / "accelerate" / "zero3.yaml"))
-
-
-def check_paper_prerequisites(configs: list[str]) -> None:
-    """Fail fast, with the reason and the fix, when a paper-scale run cannot start here."""
-    import torch
-
-    from agentrl_shared.config import ConfigError
-
-    problems = []
-    if not torch.cuda.is_available():
-        problems.append("no CUDA device is visible (paper scale needs GPUs; SCALE=cpu runs anywhere)")
-    try:
-        import vllm  # noqa: F401
-    except ImportError:
-        problems.append("vLLM is not installed: run `uv sync --locked --extra vllm`")
-    for name in configs:
-        try:
-            load(name, ["trainer.use_cpu=true"])  # data locations only; the GPU check is above
-        except ConfigError as exc:
-            problems.append(f"{name}: {exc}")
-    if problems:
-        raise SystemExit("Cannot start the paper-scale AgentOPSD run:\n- " + "\n- ".join(problems))
+        methods = {"untrained": [], **CPU_METHODS}
+        for _, seed, method, run in pending_runs(output, "cpu", seeds, list(methods)):
+            cfg = load(CPU_CONFIG, [*methods[method], *overrides, f"trainer.seed={seed}", f"trainer.output_dir={run}"])
+            if method == "untrained":
+                evaluate_model(cfg, method)
+            else:
+                train(cfg, method)
+    else:
+        check_paper_prerequisites("AgentOPSD", PAPER_CONFIGS, load)
+        for name, seed, method, run in pending_runs(output, "paper", seeds, list(CPU_METHODS), PAPER_CONFIGS):
+            launch(PACKAGE, name, method, run, [f"trainer.seed={seed}", *CPU_METHODS[method], *overrides])
+    logger.info(f"reproduce: runs are in {output}; `agentopsd report --runs {output}` updates agentopsd/results and "
+                "the README")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="agentopsd", description=__doc__)
-    parser.add_argument("command", choices=["train", "eval", "reproduce", "report"])
-    parser.add_argument("--config", default=CPU_CONFIG, help="a file in agentopsd/configs/ (without .yaml) or a path")
-    parser.add_argument("--scale", default="cpu", help="reproduce: cpu (default) or paper")
-    parser.add_argument("--seeds", default="0", help="reproduce: comma-separated training seeds")
-    parser.add_argument(
-        "--method",
-        default="run",
-        help=f"label written into results.json; {', '.join(BASELINES)} also apply their switches",
-    )
-    parser.add_argument("overrides", nargs="*", help="key=value or section.key=value")
-    ns = parser.parse_intermixed_args(argv)
-    if ns.command == "report":
-        from .report import report
+    parser, subs = build_parser(PACKAGE, __doc__, CPU_CONFIG,
+                                f"label written into results.json and the run's folder name; {', '.join(BASELINES)} "
+                                "also apply their switches before the overrides")  # fmt: skip
+    ns = parse_args(parser, subs, argv)
+    setup_logging()
 
-        report()
-    elif ns.command == "reproduce":
-        reproduce(ns.scale, [int(s) for s in ns.seeds.split(",")], ns.overrides)
-    elif ns.command == "train":
-        train(load(ns.config, [*BASELINES.get(ns.method, []), *ns.overrides]), ns.method)
-    else:
-        evaluate_model(load(ns.config, ns.overrides), ns.method)
+    def command():
+        if ns.command == "report":
+            from .report import report
+
+            report(ns.readme, ns.runs)
+        elif ns.command == "reproduce":
+            reproduce(ns.scale, seeds_arg(ns.seeds), ns.overrides, ns.output)
+        elif ns.command == "train":
+            train(load(ns.config, [*BASELINES.get(ns.method, []), *ns.overrides]), ns.method, ns.output)
+        else:
+            evaluate_model(load(ns.config, ns.overrides), ns.method, ns.output)
+
+    run_command(PACKAGE, command)
 
 
 if __name__ == "__main__":

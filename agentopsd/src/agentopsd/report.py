@@ -1,29 +1,24 @@
 """`agentopsd report`: the README results table and learning curves, generated from result files only.
 
-Paper numbers come from `agentopsd/paper_results.json` (which cites their source); ours from
-`agentopsd/results/<scale>/<method>/seed*/results.json`. A row with no result file says `not run`.
+`agentopsd report --runs runs/agentopsd` first copies every finished run (results, curve, episodes, config) from the
+runs folder into `<README folder>/results/<scale>/<method>/<run>/`; the tables are then rebuilt from those files only.
+Paper numbers come from `<README folder>/paper_results.json` (which cites their source). A row with no result file
+says `not run`.
 """
 
 import json
+import logging
 from pathlib import Path
 
-from agentrl_shared.report import markdown_table, mean_std, plot_curves, replace_block
+from agentrl_shared.report import collect_runs, load_runs, markdown_table, mean_std, plot_curves, replace_block
 
 
-PACKAGE_DIR = Path(__file__).resolve().parents[2]
-RESULTS = PACKAGE_DIR / "results"
+logger = logging.getLogger(__name__)
+RUN_FILES = ("results.json", "eval_curve.jsonl", "episodes.jsonl", "config.json")
 METHOD_NAMES = {"untrained": "Vanilla", "grpo": "GRPO", "agentopsd": "AgentOPSD"}
 HEADER = ["Env", "Model", "Method", "Metric", "Paper", "Ours (mean +- std, n seeds)", "commit"]
 PAPER_ENVS = {"alfworld": "ALFWorld", "webshop": "WebShop", "search_qa": "Search-QA"}
 PAPER_MODELS = ("Qwen2.5-3B-Instruct", "Qwen2.5-7B-Instruct")
-
-
-def load_runs(scale: str) -> dict[str, list[dict]]:
-    """`{method: [results.json payloads, one per seed]}` for one scale."""
-    runs: dict[str, list[dict]] = {}
-    for path in sorted((RESULTS / scale).glob("*/seed*/results.json")):
-        runs.setdefault(path.parent.parent.name, []).append(json.loads(path.read_text()))
-    return runs
 
 
 def cpu_table(runs: dict[str, list[dict]]) -> str:
@@ -39,8 +34,7 @@ def cpu_table(runs: dict[str, list[dict]]) -> str:
     return markdown_table(HEADER, rows)
 
 
-def paper_table(runs: dict[str, list[dict]]) -> str:
-    paper = json.loads((PACKAGE_DIR / "paper_results.json").read_text())
+def paper_table(runs: dict[str, list[dict]], paper: dict) -> str:
     rows = []
     for model in PAPER_MODELS:
         for env, env_name in PAPER_ENVS.items():
@@ -80,14 +74,19 @@ def bench_line(path: Path) -> str:
             f"{data['agentopsd/commit']}{note})")  # fmt: skip
 
 
-def report() -> None:
-    readme_path = PACKAGE_DIR / "README.md"
-    text = readme_path.read_text()
-    cpu = load_runs("cpu")
+def report(readme: Path, runs: Path | None = None) -> None:
+    """Rebuild `readme`'s result blocks (and the CPU learning curves) from `<readme folder>/results`, after copying
+    finished runs from `runs` there when given; the bench line reads `bench-results.json` next to the package."""
+    results = readme.parent / "results"
+    if runs is not None:
+        logger.info(f"report: copied {collect_runs(runs, results, RUN_FILES)} finished runs from {runs} to {results}")
+    text = readme.read_text()
+    cpu = load_runs(results, "cpu")
     text = replace_block(text, "results-cpu", cpu_table(cpu))
-    text = replace_block(text, "results-paper", paper_table(load_runs("paper")))
-    text = replace_block(text, "bench", bench_line(PACKAGE_DIR.parent / "bench-results.json"))
-    readme_path.write_text(text)
+    paper = json.loads((readme.parent / "paper_results.json").read_text())
+    text = replace_block(text, "results-paper", paper_table(load_runs(results, "paper"), paper))
+    text = replace_block(text, "bench", bench_line(readme.resolve().parent.parent / "bench-results.json"))
+    readme.write_text(text)
     if cpu:
-        curves(cpu, RESULTS / "cpu" / "learning_curves.png")
-    print(f"[report] wrote {readme_path}")
+        curves(cpu, results / "cpu" / "learning_curves.png")
+    logger.info(f"report: wrote {readme}")

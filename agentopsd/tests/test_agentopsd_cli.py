@@ -1,0 +1,24 @@
+"""`agentopsd <command> --help` lists exactly the flags that command honours; a bad config key ends in one line."""
+
+import pytest
+
+from agentopsd.cli import main
+from agentrl_shared.smoke import error_line, help_flags
+
+
+FLAGS = {
+    "train": {"--config", "--output", "--method"},
+    "eval": {"--config", "--output", "--method"},
+    "reproduce": {"--scale", "--seeds", "--output"},
+    "report": {"--runs", "--readme"},
+}
+
+
+@pytest.mark.parametrize("command", sorted(FLAGS))
+def test_help_of_each_command_lists_only_its_flags(command):
+    assert help_flags(main, command) == FLAGS[command]
+
+
+def test_bad_config_key_exits_with_one_line():
+    message = error_line(main, ["train", "--config", "smoke", "trainer.no_such_key=1"])
+    assert message.startswith("agentopsd: ") and "no_such_key" in message and "Valid" in message
