@@ -7,23 +7,21 @@ any update (theta_old), and lambda * token-mean(g * (l_T - l_S)), g = sg(sigmoid
 to the PPO actor loss.
 """
 
-import json
 import logging
 import math
 import random
 import time
 from collections import Counter
 from functools import partial
-from pathlib import Path
 
 import torch
 from datasets import Dataset
 from torch.utils.data import Sampler
-from transformers import TrainerCallback
-from transformers.trainer_callback import ExportableState, PrinterCallback, ProgressCallback
+from transformers.trainer_callback import PrinterCallback, ProgressCallback
 from trl import GRPOTrainer
 
 from agentrl_shared.batch import plan_steps, rows_to_batch
+from agentrl_shared.cadence import GroupedTaskSampler, RolloutCadence, rollout_lr_factor
 from agentrl_shared.envs import make_env
 from agentrl_shared.envs.pool import EnvPool
 from agentrl_shared.generation import sampling_overrides, trainer_generate_fn
@@ -42,79 +40,6 @@ def environment_reward(completions, **kwargs) -> list[None]:
     """Placeholder for `GRPOTrainer(reward_funcs=...)`, which requires one: SDAR's rewards come from the environment
     during the rollout, so TRL's reward path is never called."""
     return [None] * len(completions)
-
-
-class GroupedTaskSampler(Sampler):
-    """Task indices, each repeated G times consecutively (one group), through fresh seeded permutations.
-
-    TRL's `RepeatSampler` repeats a generation batch `steps_per_generation` times and ends an epoch after one pass;
-    here a rollout makes a variable number of optimizer steps, so the stream is long enough for the whole run (one
-    epoch for the HF loop, whose gradient-accumulation boundaries then never shift) and every batch is new.
-    """
-
-    def __init__(self, num_tasks: int, group_size: int, seed: int, num_samples: int):
-        self.num_tasks, self.group_size, self.seed, self.num_samples = num_tasks, group_size, seed, num_samples
-
-    def __iter__(self):
-        generator, n = torch.Generator().manual_seed(self.seed), 0
-        while True:
-            for i in torch.randperm(self.num_tasks, generator=generator).tolist():
-                for _ in range(self.group_size):
-                    if n == self.num_samples:
-                        return
-                    yield i
-                    n += 1
-
-    def __len__(self) -> int:
-        return self.num_samples
-
-
-def rollout_lr_factor(schedule: str, rollout: int, num_rollouts: int, warmup_rollouts: int) -> float:
-    """Learning-rate factor while training on rollout `rollout` (0-based); schedules count rollouts, as verl counts
-    training steps (one per rollout; `actor.optim.lr_warmup_steps_ratio`)."""
-    if rollout < warmup_rollouts:
-        return (rollout + 1) / warmup_rollouts
-    if schedule in ("constant", "constant_with_warmup"):
-        return 1.0
-    progress = (rollout - warmup_rollouts) / max(num_rollouts - warmup_rollouts, 1)
-    if schedule == "linear":
-        return max(0.0, 1.0 - progress)
-    return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))  # cosine
-
-
-class RolloutCadence(TrainerCallback, ExportableState):
-    """Ends training after `num_rollouts` rollouts (at the optimizer step that finishes the last one); one console
-    line per rollout, every logged metric to `<output_dir>/metrics.jsonl` (and to `report_to`, by TRL).
-
-    The rollout count is saved in every checkpoint's `trainer_state.json` and restored on resume, so a resumed run
-    continues the rollout-counted LR schedule and group ids and stops after `num_rollouts` rollouts in all (the HF
-    loop skips the data batches of the optimizer steps already taken)."""
-
-    def __init__(self, trainer: "SDARTrainer"):
-        self.trainer = trainer
-
-    def state(self) -> dict:
-        return {"args": {}, "attributes": {"rollouts_done": self.trainer.rollouts_done}}
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        # a fresh state holds this callback's state at construction (0); a resumed one the checkpoint's
-        self.trainer.rollouts_done = state.stateful_callbacks[type(self).__name__]["attributes"]["rollouts_done"]
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        if state.is_world_process_zero and logs:
-            path = Path(args.output_dir) / "metrics.jsonl"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("a") as f:
-                f.write(json.dumps({"step": state.global_step, **logs}) + "\n")
-
-    def on_step_end(self, args, state, control, **kwargs):
-        t = self.trainer
-        if t.rollout_finished:
-            t.log_rollout_line()
-            if t.rollouts_done >= args.num_rollouts:
-                control.should_training_stop = True
-        else:  # checkpoints only between rollouts: the rest of a rollout's micro-batches is not in a checkpoint
-            control.should_save = False
 
 
 class SDARTrainer(GRPOTrainer):
