@@ -12,10 +12,6 @@ k3 KL and entropy bonus.
 """
 
 import json
-import os
-import socket
-import subprocess
-import sys
 from importlib.resources import files
 from pathlib import Path
 
@@ -26,32 +22,10 @@ from transformers import AutoModelForCausalLM
 from agentopsd.config import AgentOPSDConfig
 from agentopsd.credit import token_advantages, turn_advantages
 from agentrl_shared.models import tiny_qwen3
+from agentrl_shared.smoke import launch_two_ranks
 
 
 SCRIPT = Path(__file__).parent / "multirank" / "agentopsd_two_ranks.py"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def launch_two_ranks(out: Path, script_args: list[str], timeout: int = 1200) -> subprocess.CompletedProcess:
-    ds = files("agentrl_shared") / "accelerate" / "ds_zero3.json"
-    config = out / "accelerate.yaml"
-    out.mkdir(parents=True, exist_ok=True)
-    config.write_text(
-        "compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\n"
-        f"deepspeed_config:\n  deepspeed_config_file: {ds}\n  zero3_init_flag: true\n"
-        f"num_machines: 1\nnum_processes: 2\nuse_cpu: true\nmain_process_port: {free_port()}\n"
-    )
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(config), *script_args]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired as exc:  # a hang (e.g. one rank in a collective alone) fails the test
-        pytest.fail(f"2-process run did not finish in {timeout}s:\n{(exc.stderr or b'')[-3000:]}")
 
 
 def naive_reference_update(rows: list[tuple], granularity: str, args: AgentOPSDConfig) -> tuple[dict, list]:

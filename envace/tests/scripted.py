@@ -63,6 +63,8 @@ class ScriptedPolicy:
         if self.caller_text is not None:
             return self.caller_text
         users = [c for r, c in blocks if r == "user" and "<tool_response>" not in c]
+        if not users:  # the lock-step dummy prompt of a rank with no active episode (its output is discarded)
+            return "I am not sure what to do."
         fn, reply = self.turns[users[-1].strip()]
         last_user = max(i for i, (r, c) in enumerate(blocks) if r == "user" and "<tool_response>" not in c)
         answered = any("<tool_response>" in c for _, c in blocks[last_user + 1 :])

@@ -8,10 +8,6 @@ policy term, k3 KL, entropy bonus and the gated SDAR term.
 """
 
 import json
-import os
-import socket
-import subprocess
-import sys
 from importlib.resources import files
 from pathlib import Path
 
@@ -20,33 +16,11 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from agentrl_shared.models import tiny_qwen3
+from agentrl_shared.smoke import launch_two_ranks
 from sdar.config import SDARConfig
 
 
 SCRIPT = Path(__file__).parent / "multirank" / "run_two_ranks.py"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def launch_two_ranks(out: Path, script_args: list[str], timeout: int = 900) -> subprocess.CompletedProcess:
-    ds = files("agentrl_shared") / "accelerate" / "ds_zero3.json"
-    config = out / "accelerate.yaml"
-    out.mkdir(parents=True, exist_ok=True)
-    config.write_text(
-        "compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\n"
-        f"deepspeed_config:\n  deepspeed_config_file: {ds}\n  zero3_init_flag: true\n"
-        f"num_machines: 1\nnum_processes: 2\nuse_cpu: true\nmain_process_port: {free_port()}\n"
-    )
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(config), *script_args]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired as exc:  # a hang (e.g. one rank in a collective alone) fails the test
-        pytest.fail(f"2-process run did not finish in {timeout}s:\n{(exc.stderr or b'')[-3000:]}")
 
 
 def naive_reference_update(batches: list[dict], args: SDARConfig) -> dict[str, torch.Tensor]:
@@ -90,7 +64,7 @@ def naive_reference_update(batches: list[dict], args: SDARConfig) -> dict[str, t
 def test_two_ranks_zero3_rollout_step_and_final_eval_match_a_naive_loop(tmp_path):
     out = tmp_path / "run"
     ds = files("agentrl_shared") / "accelerate" / "ds_zero3.json"
-    proc = launch_two_ranks(out, [str(SCRIPT), str(out), str(ds)])
+    proc = launch_two_ranks(out, [str(SCRIPT), str(out), str(ds)], timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     results = json.loads((out / "results.json").read_text())
     assert results["num_processes"] == 2 and results["rollouts"] == 1 and results["steps"] == 1
@@ -121,7 +95,7 @@ def test_sdar_train_smoke_on_two_processes_counts_the_episodes_of_both_ranks(tmp
     out = tmp_path / "run"
     ds = files("agentrl_shared") / "accelerate" / "ds_zero3.json"
     proc = launch_two_ranks(out, ["-m", "sdar.cli", "train", "--config", "smoke", f"trainer.output_dir={out}",
-                                  f"trainer.deepspeed={ds}", "env.eval_every=2"])  # fmt: skip
+                                  f"trainer.deepspeed={ds}", "env.eval_every=2"], timeout=900)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-4000:]
     results = json.loads((out / "results.json").read_text())
     logged = [h["env/num_episodes"] for h in results["log_history"] if "env/num_episodes" in h]

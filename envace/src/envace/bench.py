@@ -80,6 +80,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=2, help="runs per method, interleaved")
     parser.add_argument("--config", default=CPU_CONFIG, help="an envace config (file name without .yaml)")
     parser.add_argument("--output", type=Path, default=Path("bench-results.json"))
+    parser.add_argument("--note", default="", help="how the machine was shared during the run (kept with the figures)")
     ns = parser.parse_args(argv)
     if ns.steps < 2:
         raise SystemExit("envace.bench: --steps must be at least 2 (the first step of every run is dropped).")
@@ -95,6 +96,8 @@ def main(argv: list[str] | None = None) -> None:
         "config": f"{ns.config}.yaml, {ns.steps} steps per run (first dropped), {ns.repeats} interleaved runs per "
         "method, no evaluation pass",
         "nice": os.nice(0),
+        "cpu_cores_usable": len(os.sched_getaffinity(0)),  # 1 when pinned with taskset -c
+        "note": ns.note,
         "load_average_1min_at_end": os.getloadavg()[0],
         "caller_only_step_time_s": c["step_time_s"],
         "caller_only_generated_tokens_per_step": c["generated_tokens"],

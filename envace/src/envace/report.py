@@ -19,10 +19,10 @@ CPU_METHODS = {
     "untrained": "untrained (SmolLM2-135M-Instruct)",
     "caller_only_real": "caller-only, real tools",
     "envace": "EnvACE (shared caller + rehearsal)",
-    "tts_parallel_untrained": "parallel rehearsal N=2, base policy",
-    "tts_parallel_envace": "parallel rehearsal N=2, EnvACE policy",
-    "tts_sequential_untrained": "sequential rehearsal N=2, base policy",
-    "tts_sequential_envace": "sequential rehearsal N=2, EnvACE policy",
+    "tts_parallel_untrained": "parallel rehearsal N={n}, base policy",
+    "tts_parallel_envace": "parallel rehearsal N={n}, EnvACE policy",
+    "tts_sequential_untrained": "sequential rehearsal N={n}, base policy",
+    "tts_sequential_envace": "sequential rehearsal N={n}, EnvACE policy",
 }
 HEADER = ["Tasks", "Method", "Metric", "Paper", "Ours (mean +- std, n seeds)", "commit"]
 
@@ -32,10 +32,15 @@ def cpu_table(runs: dict[str, list[dict]]) -> str:
     for method, label in CPU_METHODS.items():
         payloads = runs.get(method, [])
         commits = ", ".join(sorted({p["commit"] for p in payloads})) or "-"
+        budget = {str(p["config"]["trainer"]["tts_budget"]) for p in payloads} or {"tts_budget"}
+        label = label.format(n="/".join(sorted(budget)))
+        if payloads and "rollouts" in payloads[0]:  # a trained run: how long it trained
+            label += f" ({'/'.join(sorted({str(p['rollouts']) for p in payloads}))} rollouts)"
+        panel = "/".join(sorted({str(p["config"]["env"]["eval_episodes"]) for p in payloads})) or "fixed"
         for metric, key in (("episode reward R %", "reward_mean"), ("success (R = 1) %", "success_mean")):
             values = [p["final"][key] for p in payloads]
-            rows.append(["generated tool tasks (eval panel, real tools)", label, metric, "n/a (our tasks)",
-                         mean_std(values), commits])  # fmt: skip
+            rows.append([f"generated tool tasks ({panel}-task eval panel, real tools)", label, metric,
+                         "n/a (our tasks)", mean_std(values), commits])  # fmt: skip
     return markdown_table(HEADER, rows)
 
 
@@ -66,7 +71,8 @@ def bench_block(path: Path) -> str:
          f"{b['step_time_per_token_ratio_envace_over_caller_only']:.2f}"],
     ]  # fmt: skip
     table = markdown_table(["Comparison", "caller-only (real tools)", "EnvACE", "EnvACE / caller-only"], rows)
-    where = f"nice {b['nice']}, 1-min load average {b['load_average_1min_at_end']:.1f} at the end"
+    where = (f"{b['cpu_cores_usable']} CPU core(s) usable (affinity), nice {b['nice']}, 1-min load average "
+             f"{b['load_average_1min_at_end']:.1f} at the end{'; ' + b['note'] if b['note'] else ''}")  # fmt: skip
     return f"{table}\n\n{b['config']}; {where}; commit {b['commit']}"
 
 

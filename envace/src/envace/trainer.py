@@ -1,6 +1,7 @@
 """`EnvACETrainer`: role-wise GRPO over the caller and rehearsal rows of EnvACE episodes (official code
 Within-yao/EnvACE@173e941; paper https://arxiv.org/abs/2608.06197)."""
 
+import dataclasses
 import json
 import math
 import random
@@ -47,6 +48,14 @@ def make_collector(args: EnvACEConfig, env: EnvConfig, tokenizer, tool_return_mo
         chat_template_kwargs=args.chat_template_kwargs, tools_in_system_prompt=env.tools_in_system_prompt,
         simulator_think=args.simulator_think, terminate_on_judge_failure=args.terminate_on_judge_failure,
     )  # fmt: skip
+
+
+def slim(t: Trajectory) -> Trajectory:
+    """What `trajectory_metrics` reads of an episode, without token ids and texts (gathered from every rank)."""
+    rows = [dataclasses.replace(r, prompt_ids=[], completion_ids=[], prompt_text="", completion_text="", action="",
+                                teacher_prompt_ids=None) for r in t.rows]  # fmt: skip
+    return dataclasses.replace(t, task={}, messages=[], caller_ids=[], pending=[], caller_completion=[],
+                               caller_text="", rows=rows)  # fmt: skip
 
 
 def simulator_generate_fn(trainer: "EnvACETrainer"):
@@ -166,6 +175,14 @@ class EnvACETrainer(GRPOTrainer):
 
         return gather_object([value])
 
+    def _sum_ranks(self, *values: float) -> list[float]:
+        """Each value summed over ranks (one all-reduce): rollout metrics are logged over all ranks, not rank 0's."""
+        if self.accelerator.num_processes == 1:
+            return [float(v) for v in values]
+        total = self.accelerator.reduce(torch.tensor(values, dtype=torch.float64, device=self.accelerator.device),
+                                        reduction="sum")  # fmt: skip
+        return total.tolist()
+
     # --- overrides ---
     def _get_train_sampler(self, dataset=None):
         # one generation batch (whole groups of G) per rollout, handed to `gradient_accumulation_steps` consecutive
@@ -235,8 +252,10 @@ class EnvACETrainer(GRPOTrainer):
         rewards = torch.tensor([reward_of[r.episode_id] for r in rows], dtype=torch.float32)  # (N,)
         advantages = rolewise_advantages(rewards, [r.group_id for r in rows], [r.role for r in rows])  # (N,)
         seed = self.args.seed * 7919 + self.rollouts_done
-        metrics = trajectory_metrics(trajs)
-        metrics["rollout/generated_tokens"] = float(sum(len(r.completion_ids) for r in rows))  # both roles
+        metrics = trajectory_metrics([t for part in self._all_ranks([slim(t) for t in trajs]) for t in part])
+        (metrics["rollout/generated_tokens"],) = self._sum_ranks(
+            sum(len(r.completion_ids) for r in rows)
+        )  # both roles
         if self.simulator is not None:  # no-share: each model learns from its own role's rows
             sim = [i for i, r in enumerate(rows) if r.role == "simulator"]
             metrics.update(self._train_simulator([rows[i] for i in sim], advantages[sim], seed + 1))
@@ -251,14 +270,19 @@ class EnvACETrainer(GRPOTrainer):
                     batch["ref_per_token_logps"], _, _ = self._get_per_token_logps_and_entropies(
                         self.ref_model, ids, mask, batch["completion_ids"].size(1)
                     )
+        timings = [
+            self.collector.timings.pop(k, 0.0) for k in ("generate_caller_s", "generate_simulator_s", "judge_s")
+        ]
+        n_rows, n_tokens, *timings = self._sum_ranks(len(rows), sum(len(r.completion_ids) for r in rows), *timings)
+        world = self.accelerator.num_processes
         metrics.update(
             {
-                "rollout/rows": float(len(rows)),
-                "rollout/micro_batch_rows": float(max(b["prompt_ids"].size(0) for b in micro_batches)),
-                "rollout/generate_caller_s": self.collector.timings.pop("generate_caller_s", 0.0),
-                "rollout/generate_simulator_s": self.collector.timings.pop("generate_simulator_s", 0.0),
-                "rollout/judge_s": self.collector.timings.pop("judge_s", 0.0),
-                "completions/mean_length": float(sum(len(r.completion_ids) for r in rows) / max(len(rows), 1)),
+                "rollout/rows": n_rows,  # trained by the policy, all ranks
+                "rollout/micro_batch_rows": float(max(b["prompt_ids"].size(0) for b in micro_batches)),  # same on all
+                "rollout/generate_caller_s": timings[0] / world,  # wall seconds, mean over ranks
+                "rollout/generate_simulator_s": timings[1] / world,
+                "rollout/judge_s": timings[2] / world,
+                "completions/mean_length": n_tokens / max(n_rows, 1),
             }
         )
         for key, value in metrics.items():
@@ -284,7 +308,7 @@ class EnvACETrainer(GRPOTrainer):
             logged = {f"simulator/{k}": sum(v) / len(v) for k, v in self._metrics["train"].items() if v}
         finally:
             self._metrics = saved
-        return {**logged, "simulator/grad_norm": float(grad_norm), "simulator/rows": float(len(rows))}
+        return {**logged, "simulator/grad_norm": float(grad_norm), "simulator/rows": self._sum_ranks(len(rows))[0]}
 
     def evaluate_panel(self, tasks: list[dict], seeds: list[int], collector: RehearsalCollector) -> list[Trajectory]:
         """Play every (task, seed) of the panel with `collector` (real tools by default), sampled at the evaluation

@@ -1,5 +1,5 @@
-"""What every package's smoke and CLI tests check: every parameter moved, a one-process ZeRO-3 launch, the flags a
-subcommand's `--help` lists, configuration errors in one line.
+"""What every package's smoke and CLI tests check: every parameter moved, a one-process ZeRO-3 launch, a two-process
+CPU launch, the flags a subcommand's `--help` lists, configuration errors in one line.
 
 The smoke tests train two optimizer steps with a tiny model from `agentrl_shared.models` and compare the saved weights
 with the initial ones; the ZeRO-3 variant runs in the test process under the environment `accelerate launch` would
@@ -8,9 +8,13 @@ set for one process.
 
 import contextlib
 import io
+import os
 import re
 import socket
+import subprocess
+import sys
 from collections.abc import Callable
+from importlib.resources import files
 from pathlib import Path
 
 
@@ -29,13 +33,43 @@ def changed_parameters(before_dir: Path, after_dir: Path) -> tuple[int, list[str
     return len(before), [k for k in before if torch.equal(before[k], after[k])]
 
 
-def zero3_single_process_env() -> dict[str, str]:
-    """The variables `accelerate launch` sets for one DeepSpeed process, on a free local port."""
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+        return s.getsockname()[1]
+
+
+def zero3_single_process_env() -> dict[str, str]:
+    """The variables `accelerate launch` sets for one DeepSpeed process, on a free local port."""
+    return {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
             "ACCELERATE_USE_DEEPSPEED": "true"}  # fmt: skip
+
+
+def launch_two_ranks(out: Path, script_args: list[str], timeout: int = 1200, deepspeed: bool = True) -> subprocess.CompletedProcess:  # fmt: skip
+    """Run `script_args` on 2 CPU processes (gloo): `accelerate launch` under DeepSpeed ZeRO-3 (the shipped
+    `ds_zero3.json`; the accelerate config is written into `out`), or torchrun for plain DDP (`deepspeed=False`,
+    accelerate takes the ranks from the environment). A run that does not finish within `timeout` (e.g. one rank
+    alone in a collective) fails the calling test."""
+    import pytest
+
+    out.mkdir(parents=True, exist_ok=True)
+    if deepspeed:
+        ds = files("agentrl_shared") / "accelerate" / "ds_zero3.json"
+        config = out / "accelerate.yaml"
+        config.write_text(
+            "compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\n"
+            f"deepspeed_config:\n  deepspeed_config_file: {ds}\n  zero3_init_flag: true\n"
+            f"num_machines: 1\nnum_processes: 2\nuse_cpu: true\nmain_process_port: {free_port()}\n"
+        )
+        cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(config), *script_args]
+    else:  # accelerate's own launcher runs a MULTI_CPU config as one process; torchrun sets the ranks' variables
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+               str(free_port()), *script_args]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"2-process run did not finish in {timeout}s:\n{(exc.stderr or b'')[-3000:]}")
 
 
 def help_flags(main: Callable[[list[str]], None], command: str) -> set[str]:
