@@ -239,6 +239,8 @@ def main(argv: list[str] | None = None) -> None:
     parser, subs = build_parser(PACKAGE, __doc__, CPU_CONFIG,
                                 f"label written into results.json and the run's folder name; {', '.join(BASELINES)} "
                                 "also apply their switches before the overrides")  # fmt: skip
+    subs["report"].add_argument("--compare", type=Path, default=None,
+                                help="also file a `make compare` output folder (e.g. runs/compare/textrooms)")  # fmt: skip
     ns = parse_args(parser, subs, argv)
     setup_logging()
 
@@ -246,7 +248,7 @@ def main(argv: list[str] | None = None) -> None:
         if ns.command == "report":
             from .report import report
 
-            report(ns.readme, ns.runs)
+            report(ns.readme, ns.runs, ns.compare)
         elif ns.command == "reproduce":
             reproduce(ns.scale, seeds_arg(ns.seeds), ns.overrides, ns.output)
         elif ns.command == "train":
