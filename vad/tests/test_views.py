@@ -39,16 +39,26 @@ def test_views_full_framing_and_edges():
     "task",
     [
         {"image_size": 448, "detail_size": 10, "cell": 1, "degrade_scale": 0.1},  # 1 px texture (default)
-        {"image_size": 224, "detail_size": 20, "cell": 10, "degrade_scale": 0.05},  # the CPU learning task
+        {"image_size": 224, "detail_size": 20, "cell": 10, "degrade_scale": 0.05},  # 10 px cells anywhere
+        {
+            "image_size": 112,
+            "detail_size": 28,
+            "cell": 14,
+            "align": 28,
+            "distractors": 6,
+            "crop_context": 3.0,
+            "degrade_scale": 0.036,
+        },  # the CPU task
     ],
-    ids=["fine", "coarse"],
+    ids=["fine", "coarse", "cpu"],
 )
 def test_procedural_counterfactual_removes_the_evidence(task):
     """No sample has x+ == x-, and x- is the same image whatever the answer (the answer cannot be read from it)."""
-    scale, size = task["degrade_scale"], {k: v for k, v in task.items() if k != "degrade_scale"}
+    scale, context = task["degrade_scale"], task.get("crop_context", 2.0)
+    size = {k: v for k, v in task.items() if k not in ("degrade_scale", "crop_context")}
     for seed in range(200):
         sample = views.procedural_sample(random.Random(seed), **size)
-        v = views.make_views(sample.image, sample.box, degrade_scale=scale)
+        v = views.make_views(sample.image, sample.box, crop_context=context, degrade_scale=scale)
         assert not np.array_equal(np.asarray(v.plus), np.asarray(v.minus)), seed
         if seed >= 40:  # the answer-independence check on the first 40 samples (it renders each 3 more times)
             continue
@@ -56,7 +66,7 @@ def test_procedural_counterfactual_removes_the_evidence(task):
         for pattern in views.PATTERNS:
             alt = views.procedural_sample(random.Random(seed), pattern=pattern, **size)
             assert alt.box == sample.box and alt.question == sample.question
-            w = views.make_views(alt.image, alt.box, degrade_scale=scale)
+            w = views.make_views(alt.image, alt.box, crop_context=context, degrade_scale=scale)
             minus.append(np.asarray(w.minus).astype(int))
             plus.append(np.asarray(w.plus).astype(int))
         # x-: identical up to rounding (<= 2 levels) for every answer; x+: the answers differ by full colour steps
@@ -70,6 +80,16 @@ def test_procedural_fixed_options_and_bad_cell():
         assert s.options == list(views.PATTERNS) and s.answer == letter
     with pytest.raises(ValueError, match="even number of cells"):
         views.procedural_sample(random.Random(0), detail_size=20, cell=3)
+
+
+def test_procedural_aligned_patch_on_the_grid():
+    corners = set()
+    for seed in range(100):
+        s = views.procedural_sample(random.Random(seed), image_size=224, detail_size=56, cell=28, align=56)
+        x1, y1, x2, y2 = s.box
+        assert x1 % 56 == 0 and y1 % 56 == 0 and x2 <= 224 and y2 <= 224 and x2 - x1 == 56, s.box
+        corners.add((x1, y1))
+    assert len(corners) == 16  # every cell of the 4 x 4 grid is used
 
 
 def test_procedural_rows_deterministic_and_well_formed():
