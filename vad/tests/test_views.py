@@ -92,6 +92,33 @@ def test_procedural_aligned_patch_on_the_grid():
     assert len(corners) == 16  # every cell of the 4 x 4 grid is used
 
 
+def test_procedural_distractors_away_from_the_patch():
+    """The CPU task: 6 flat one-colour look-alikes in x0, none in the patch's 3 x 3 neighbourhood of 28 px tokens, so
+    the crop x+ (context 3, the patch in one whole token) holds fewer of them than x0 (none when the crop is not
+    shifted by the image border)."""
+    in_plus = []
+    for seed in range(50):
+        s = views.procedural_sample(random.Random(seed), image_size=112, detail_size=28, cell=14, align=28,
+                                    distractors=6, colours=["black", "white"])  # fmt: skip
+        flat = _flat_tokens(np.asarray(s.image), 4)
+        assert len(flat) >= 6 and all(max(abs(i - s.box[1] // 28), abs(j - s.box[0] // 28)) > 1 for i, j in flat)
+        window = views.crop_window(s.box, 112, 112, context=3.0)
+        assert (s.box[0] - window[0]) % 28 == 0 and (s.box[1] - window[1]) % 28 == 0, (seed, s.box, window)
+        in_plus.append(len(_flat_tokens(np.asarray(views.make_views(s.image, s.box, crop_context=3.0).plus), 3)))
+        if window == (s.box[0] - 28, s.box[1] - 28, s.box[2] + 28, s.box[3] + 28):  # not shifted
+            assert in_plus[-1] == 0, seed
+    assert max(in_plus) < 6 and sum(in_plus) < 6 * 50 / 2, in_plus
+    with pytest.raises(ValueError, match="free grid cells"):
+        views.procedural_sample(random.Random(0), image_size=112, detail_size=28, cell=14, align=28, distractors=12)
+
+
+def _flat_tokens(image: np.ndarray, n: int) -> list[tuple[int, int]]:
+    """(row, column) of the 28 px tokens of an n x n-token image filled with the flat black or white of the patch."""
+    tokens = image.reshape(n, 28, n, 28, 3)
+    return [(i, j) for i in range(n) for j in range(n) if len(np.unique(tokens[i, :, j].reshape(-1, 3), axis=0)) == 1
+            and tuple(tokens[i, 0, j, 0]) in (views.COLOURS["black"], views.COLOURS["white"])]  # fmt: skip
+
+
 def test_procedural_rows_deterministic_and_well_formed():
     rows = views.procedural_rows(6, seed=3, image_size=224)
     again = views.procedural_rows(6, seed=3, image_size=224)

@@ -167,7 +167,8 @@ class DataConfig:
         cell (`int`): procedural texture cell (stripe / square) width in pixels; `detail_size` holds an even number.
         align (`int`): the procedural patch's corner lies on this pixel grid (1: anywhere, away from the border).
         distractors (`int`): flat one-colour squares of the patch's size on grid cells outside the patch's 3 x 3
-            neighbourhood (needs `align` > 1; `align` = `detail_size` keeps them out of a `crop_context` 3 crop).
+            neighbourhood (needs `align` > 1; with `align` = `detail_size` a `crop_context` 3 crop holds none unless
+            the image border shifts it).
         shuffle_options (`bool`): shuffle the procedural options per question (False: the letter names the texture).
         colours (`list[str]` or `None`): the procedural patch's two colours (names in `views.COLOURS`); None: a random
             pair per question.

@@ -287,7 +287,7 @@ def procedural_sample(
     processed x0 when `align` is the patch size times the processor's downscale), else anywhere away from the border.
     `distractors` (needs `align` > 1) paints that many flat squares of the patch's size, each in one of its two colours,
     on grid cells outside the patch's 3 x 3 neighbourhood: look-alikes of one colour, never a texture, that an
-    evidence crop of `crop_context` <= 3 leaves out.
+    evidence crop of `crop_context` 3 leaves out unless the image border shifts it onto them.
     `shuffle_options=False` keeps the options in `PATTERNS` order, so the letter names the texture; `colours` fixes the
     two colours (names in `COLOURS`; default: a random pair per sample).
     """

@@ -3,10 +3,10 @@
 No PyPI package ships vision-language weights, and a random VLM answers neither from x+ nor from x0, so the frozen
 teacher has nothing to give the student. `warm_start` builds, once and cached like the other offline models
 (`agentrl_shared.offline.cache_dir()`), a seeded model that has been taught to answer the procedural texture question
-from the evidence crop x+ only (cross-entropy on the option letter and the end of turn, never on x0). The paper's
-premise then holds by construction: the model reads the detail when it is zoomed in (x+), the counterfactual x- (the
-detail pixelated to one flat pixel) leaves it at chance, and on the full image x0, where the detail is a few pixels
-wide, it is weak. On-policy distillation from the frozen teacher on x+ can then move the student's x0 accuracy.
+from the evidence crop x+ only (cross-entropy on the option letter and the end of turn, never on x0). It reads the
+detail in x+, and the counterfactual x- (the detail pixelated to one flat pixel) leaves it at chance. Whether it is
+weak on the full image x0, so that on-policy distillation from the frozen teacher on x+ has something to teach, depends
+on the task: on the CPU config's task it is not (package README, Deviation 11).
 
 Deterministic in its arguments on one machine (seeded torch, one seeded Python random stream, a fixed sample stream
 `WARM_START_STREAM + seed` that neither the training rows nor the held-out panel use).
