@@ -10,7 +10,7 @@ FLAGS = {
     "train": {"--config", "--output", "--method"},
     "eval": {"--config", "--output", "--method"},
     "reproduce": {"--scale", "--seeds", "--output"},
-    "report": {"--runs", "--readme"},
+    "report": {"--runs", "--readme", "--compare"},
 }
 
 

@@ -72,6 +72,11 @@ def test_paper_configs_match_the_official_scripts():
         assert (search["env"].history_length, search["env"].max_turns, search["env"].reward_scale) == (4, 4, 1.0)
         for cfg in (alf, webshop, search):
             assert cfg["trainer"].mult_lambda == 0.5 and cfg["trainer"].credit == "agentopsd"
+            # launch.num_processes: the paper's GPU count, on which the per-rank sizes give its episodes per rollout
+            t, n = cfg["trainer"], cfg["launch"].num_processes
+            episodes = t.per_device_train_batch_size * t.steps_per_generation * n
+            expected = {"alfworld": (8, 128), "webshop": (2, 128), "search_qa": (4, 1024)}[cfg["env"].name]
+            assert (n, episodes) == expected, cfg["_source"]
 
 
 def test_baseline_switches_load():

@@ -48,9 +48,26 @@ def test_runs_on_different_panels_are_refused(tmp_path):
     runs = tmp_path / "runs"
     write(runs, "GRPO", 0, payload(0, 0.5))
     write(runs, "SDAR", 0, payload(0, 0.5, env={"name": "textrooms", "eval_episodes": 32}))
-    with pytest.raises(SystemExit, match="do not share one model, environment and panel"):
+    with pytest.raises(SystemExit, match="do not share one model, environment, panel and training budget"):
         main(["GRPO=agentopsd:x", "SDAR=sdar:x", "--env", "textrooms", "--out", str(tmp_path / "o"),
               "--runs", str(runs)])  # fmt: skip
+
+
+def test_runs_with_different_training_budgets_are_refused(tmp_path):
+    runs = tmp_path / "runs"
+    grpo, sdar = payload(0, 0.5), payload(0, 0.5, method="sdar")
+    grpo["config"]["trainer"] = {"num_rollouts": 3, "learning_rate": 3e-5}
+    sdar["config"]["trainer"] = {"num_rollouts": 6, "learning_rate": 3e-5}  # a 6-rollout run against a 3-rollout one
+    write(runs, "GRPO", 0, grpo)
+    write(runs, "SDAR", 0, sdar)
+    with pytest.raises(SystemExit, match="GRPO seed 0; SDAR seed 0"):
+        main(["GRPO=agentopsd:x", "SDAR=sdar:x", "--env", "textrooms", "--out", str(tmp_path / "o"),
+              "--runs", str(runs)])  # fmt: skip
+    sdar["config"]["trainer"]["num_rollouts"] = 3
+    (runs / "SDAR" / "seed0" / "results.json").write_text(json.dumps(sdar))
+    main(["GRPO=agentopsd:x", "SDAR=sdar:x", "--env", "textrooms", "--out", str(tmp_path / "o"), "--runs", str(runs),
+          "--note", "SkillRise: not a row (its own panel)."])  # fmt: skip
+    assert (tmp_path / "o" / "compare.md").read_text().endswith("|\n\nSkillRise: not a row (its own panel).\n")
 
 
 def test_finished_runs_of_a_reproduce_plan_are_reused(tmp_path, monkeypatch):

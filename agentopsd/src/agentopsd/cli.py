@@ -51,11 +51,11 @@ PAPER_CONFIGS = ["alfworld_qwen2.5-7b_paper", "webshop_qwen2.5-7b_paper", "searc
 
 
 def sections():
-    from agentrl_shared.config import ModelConfig
+    from agentrl_shared.config import LaunchConfig, ModelConfig
 
     from .config import AgentOPSDConfig, EnvConfig
 
-    return {"trainer": AgentOPSDConfig, "env": EnvConfig, "model": ModelConfig}
+    return {"trainer": AgentOPSDConfig, "env": EnvConfig, "model": ModelConfig, "launch": LaunchConfig}
 
 
 def load(config: str, overrides: list[str]) -> dict:
@@ -119,6 +119,13 @@ def train(cfg: dict, method: str = "run", output: Path = Path("runs/agentopsd"))
                 evaluate(trainer)
 
     trainer = AgentOPSDTrainer(path, args, env, tasks, processing_class=tok, callbacks=[PanelEval()])
+    world = trainer.accelerator.num_processes
+    if world != cfg["launch"].num_processes:
+        logger.warning(
+            f"{cfg['_source']} is sized for {cfg['launch'].num_processes} processes and runs on {world}: "
+            f"{trainer.episodes_per_rank * world} episodes per rollout instead of "
+            f"{trainer.episodes_per_rank * cfg['launch'].num_processes}."
+        )
     if trainer.accelerator.is_main_process and curve_path.exists():
         curve_path.unlink()
     t0 = time.perf_counter()
@@ -217,8 +224,9 @@ def evaluate_model(cfg: dict, method: str = "eval", output: Path = Path("runs/ag
 def reproduce(scale: str, seeds: list[int], overrides: list[str], output: Path) -> None:
     """Run one scale's plan into `output/<scale>/<method>/...` (a finished run is not redone, so an interrupted plan
     resumes). CPU: untrained vs GRPO vs AgentOPSD on TextRooms, per seed. Paper: GRPO and AgentOPSD on each paper
-    config, launched with `accelerate`. Tracked files are never written here: `agentopsd report --runs <output>`
-    copies the results into `agentopsd/results/` and rebuilds the README tables."""
+    config, launched with `accelerate` on the config's number of processes (`launch.num_processes`). Tracked files
+    are never written here: `agentopsd report --runs <output>` copies the results into `agentopsd/results/` and
+    rebuilds the README tables."""
     if scale == "cpu":
         methods = {"untrained": [], **CPU_METHODS}
         for _, seed, method, run in pending_runs(output, "cpu", seeds, list(methods)):
@@ -230,7 +238,9 @@ def reproduce(scale: str, seeds: list[int], overrides: list[str], output: Path) 
     else:
         check_paper_prerequisites("AgentOPSD", PAPER_CONFIGS, load)
         for name, seed, method, run in pending_runs(output, "paper", seeds, list(CPU_METHODS), PAPER_CONFIGS):
-            launch(PACKAGE, name, method, run, [f"trainer.seed={seed}", *CPU_METHODS[method], *overrides])
+            size = load(name, ["trainer.use_cpu=true"])["launch"]
+            launch(PACKAGE, name, method, run, [f"trainer.seed={seed}", *CPU_METHODS[method], *overrides],
+                   ["--num_processes", str(size.num_processes), "--num_machines", str(size.num_machines)])  # fmt: skip
     logger.info(f"reproduce: runs are in {output}; `agentopsd report --runs {output}` updates agentopsd/results and "
                 "the README")  # fmt: skip
 
@@ -239,6 +249,8 @@ def main(argv: list[str] | None = None) -> None:
     parser, subs = build_parser(PACKAGE, __doc__, CPU_CONFIG,
                                 f"label written into results.json and the run's folder name; {', '.join(BASELINES)} "
                                 "also apply their switches before the overrides")  # fmt: skip
+    subs["report"].add_argument("--compare", type=Path, default=None,
+                                help="also file a `make compare` output folder (e.g. runs/compare/textrooms)")  # fmt: skip
     ns = parse_args(parser, subs, argv)
     setup_logging()
 
@@ -246,7 +258,7 @@ def main(argv: list[str] | None = None) -> None:
         if ns.command == "report":
             from .report import report
 
-            report(ns.readme, ns.runs)
+            report(ns.readme, ns.runs, ns.compare)
         elif ns.command == "reproduce":
             reproduce(ns.scale, seeds_arg(ns.seeds), ns.overrides, ns.output)
         elif ns.command == "train":

@@ -4,10 +4,15 @@
 runs folder into `<README folder>/results/<scale>/<method>/<run>/`; the tables are then rebuilt from those files only.
 Paper numbers come from `<README folder>/paper_results.json` (which cites their source). A row with no result file
 says `not run`.
+
+`--compare runs/compare/textrooms` also files the output of `make compare ENV=textrooms` (`compare.md`, `compare.json`,
+`learning_curves.png`: GRPO, SDAR, AgentOPSD, RLSD and Skill-SD on one model, panel and budget) into
+`<README folder>/results/compare/<env>/` and puts its table into the README's `compare-<env>` block.
 """
 
 import json
 import logging
+import shutil
 from pathlib import Path
 
 from agentrl_shared.report import collect_runs, load_runs, markdown_table, mean_std, plot_curves, replace_block
@@ -15,6 +20,7 @@ from agentrl_shared.report import collect_runs, load_runs, markdown_table, mean_
 
 logger = logging.getLogger(__name__)
 RUN_FILES = ("results.json", "eval_curve.jsonl", "episodes.jsonl", "config.json")
+COMPARE_FILES = ("compare.md", "compare.json", "learning_curves.png")
 METHOD_NAMES = {"untrained": "Vanilla", "grpo": "GRPO", "agentopsd": "AgentOPSD"}
 HEADER = ["Env", "Model", "Method", "Metric", "Paper", "Ours (mean +- std, n seeds)", "commit"]
 PAPER_ENVS = {"alfworld": "ALFWorld", "webshop": "WebShop", "search_qa": "Search-QA"}
@@ -74,13 +80,30 @@ def bench_line(path: Path) -> str:
             f"{data['agentopsd/commit']}{note})")  # fmt: skip
 
 
-def report(readme: Path, runs: Path | None = None) -> None:
+def file_compare(compare: Path, results: Path) -> None:
+    """Copy a finished `make compare` output folder (`runs/compare/<env>`) to `results/compare/<env>`."""
+    missing = [name for name in COMPARE_FILES if not (compare / name).exists()]
+    if missing:
+        raise SystemExit(f"{compare} has no {', '.join(missing)}: run `make compare ENV={compare.name}` first.")
+    target = results / "compare" / compare.name
+    target.mkdir(parents=True, exist_ok=True)
+    for name in COMPARE_FILES:
+        shutil.copyfile(compare / name, target / name)
+    logger.info(f"report: filed {compare} in {target}")
+
+
+def report(readme: Path, runs: Path | None = None, compare: Path | None = None) -> None:
     """Rebuild `readme`'s result blocks (and the CPU learning curves) from `<readme folder>/results`, after copying
-    finished runs from `runs` there when given; the bench line reads `bench-results.json` next to the package."""
+    finished runs from `runs` (and a `make compare` folder from `compare`) there when given; the bench line reads
+    `bench-results.json` next to the package."""
     results = readme.parent / "results"
     if runs is not None:
         logger.info(f"report: copied {collect_runs(runs, results, RUN_FILES)} finished runs from {runs} to {results}")
+    if compare is not None:
+        file_compare(compare, results)
     text = readme.read_text()
+    for table in sorted((results / "compare").glob("*/compare.md")):
+        text = replace_block(text, f"compare-{table.parent.name}", table.read_text().strip())
     cpu = load_runs(results, "cpu")
     text = replace_block(text, "results-cpu", cpu_table(cpu))
     paper = json.loads((readme.parent / "paper_results.json").read_text())

@@ -1,4 +1,4 @@
-"""`envace eval --benchmark bfcl|finmcp|vitabench`: the paper's evaluation benchmarks against one checkpoint served
+"""`envace eval --benchmark bfcl|finmcp|vitabench|tau2`: the paper's evaluation benchmarks against one checkpoint served
 behind an OpenAI-compatible endpoint (EnvACE project page, main table: BFCL-v4, tau2-bench, VitaBench; README:
 FinMCP-Bench Tool-F1).
 
@@ -6,7 +6,8 @@ With `--endpoint URL` (e.g. a `vllm serve` on a GPU node, see `agentrl_shared.se
 talks to that server, whose model id is `--served-model`; without it, `model.name_or_path` is served in process on
 CPU (`agentrl_shared.serve`) for the duration of the run. Each benchmark writes its own files under
 `<--output>/benchmarks` and a `results.json` with the command, commit and scores
-(`agentrl_shared.evaluation.write_results`).
+(`agentrl_shared.evaluation.write_results`). tau2's user simulator is an LLM behind an OpenAI-compatible endpoint too:
+`--user-endpoint`/`--user-model`, by default the policy's own endpoint and model.
 """
 
 import contextlib
@@ -16,7 +17,7 @@ import sys
 from pathlib import Path
 
 
-BENCHMARKS = ("bfcl", "finmcp", "vitabench")
+BENCHMARKS = ("bfcl", "finmcp", "vitabench", "tau2")
 
 
 @contextlib.contextmanager
@@ -32,8 +33,11 @@ def endpoint(model: str, url: str | None, served_model: str | None, max_new_toke
 
 
 def run_benchmark(name: str, model: str, out: Path, url: str | None = None, served_model: str | None = None,
-                  data: str | None = None, extra: list[str] | None = None, max_new_tokens: int | None = None) -> dict:  # fmt: skip
-    """Run one benchmark; returns and writes the results payload."""
+                  data: str | None = None, extra: list[str] | None = None, max_new_tokens: int | None = None,
+                  user_url: str | None = None, user_model: str | None = None, num_tasks: int | None = None,
+                  max_steps: int = 200) -> dict:  # fmt: skip
+    """Run one benchmark; returns and writes the results payload. `user_url`, `user_model`, `num_tasks` (first N
+    tasks per domain) and `max_steps` (tau2's message cap) are tau2's."""
     from agentrl_shared.evaluation import write_results
     from agentrl_shared.models import model_path
 
@@ -58,6 +62,20 @@ def run_benchmark(name: str, model: str, out: Path, url: str | None = None, serv
             tools = derived_schemas(samples)
             payload |= {"data": data, "tools": "derived from the ground-truth calls", "scores": run(
                 samples, openai_chat(base_url, model_id, max_tokens=max_new_tokens or 4096), tools, out / "finmcp")}  # fmt: skip
+        elif name == "tau2":
+            from .finmcp import openai_chat
+            from .tau2_bench import BENCHMARK_DOMAINS, DOMAINS, run_tau2, user_simulator
+
+            domains = [d for d in (data or "").split(",") if d] or list(BENCHMARK_DOMAINS)
+            if unknown := [d for d in domains if d not in DOMAINS]:
+                raise SystemExit(f"envace: unknown tau2 domain(s) {unknown}; valid: {', '.join(DOMAINS)} (--data)")
+            user_llm, user_args = user_simulator(
+                user_url or base_url, user_model or (served_model if user_url else model_id)
+            )
+            payload |= {"domains": domains, "num_tasks": num_tasks, "max_steps": max_steps, "user_llm": user_llm,
+                        "user_endpoint": user_args["api_base"], "scores": run_tau2(
+                            openai_chat(base_url, model_id, max_tokens=max_new_tokens or 4096), user_llm, user_args,
+                            out / "tau2", domains, num_tasks, max_steps)}  # fmt: skip
         else:
             from .vitabench import run_vitabench
 

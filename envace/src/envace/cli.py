@@ -285,16 +285,25 @@ def main(argv: list[str] | None = None) -> None:
     q = subs["eval"]
     q.add_argument("--tts", default="none", choices=["none", "parallel", "sequential"],
                    help="test-time rehearsal before the one committed execution (default none)")  # fmt: skip
-    q.add_argument("--benchmark", default="panel", choices=["panel", "bfcl", "finmcp", "vitabench"],
+    q.add_argument("--benchmark", default="panel", choices=["panel", "bfcl", "finmcp", "vitabench", "tau2"],
                    help="the generated-task panel (default) or a benchmark run against the served model.name_or_path "
                    "(see envace/benchmarks.py), written under <--output>/benchmarks")  # fmt: skip
     q.add_argument("--endpoint", default=None, help="--benchmark: OpenAI-compatible base URL (e.g. vLLM); default: "
                    "serve model.name_or_path in process on CPU")  # fmt: skip
     q.add_argument("--served-model", default=None, help="--benchmark: model id at --endpoint")
-    q.add_argument("--data", default=None, help="--benchmark: finmcp file/folder, vitabench tasks, or comma-separated "
-                   "bfcl categories")  # fmt: skip
+    q.add_argument("--data", default=None, help="--benchmark: finmcp file/folder, vitabench tasks, comma-separated "
+                   "bfcl categories, or comma-separated tau2 domains (default airline,retail,telecom)")  # fmt: skip
     q.add_argument("--max-new-tokens", type=int, default=None, help="--benchmark: completion cap")
     q.add_argument("--harness-args", default="", help="--benchmark vitabench: extra vitabench2 run flags")
+    q.add_argument("--user-endpoint", default=None, help="--benchmark tau2: user simulator's OpenAI-compatible URL "
+                   "(default: the policy's endpoint)")  # fmt: skip
+    q.add_argument(
+        "--user-model", default=None, help="--benchmark tau2: user simulator's model id (default: the policy)"
+    )
+    q.add_argument(
+        "--num-tasks", type=int, default=None, help="--benchmark tau2: first N tasks per domain (default all)"
+    )
+    q.add_argument("--max-steps", type=int, default=200, help="--benchmark tau2: message cap per episode (tau2's 200)")
     ns = parse_args(parser, subs, argv)
     setup_logging()
 
@@ -312,7 +321,8 @@ def main(argv: list[str] | None = None) -> None:
 
             model = load(ns.config, ns.overrides)["model"].name_or_path
             run_benchmark(ns.benchmark, model, ns.output / "benchmarks", ns.endpoint, ns.served_model, ns.data,
-                          ns.harness_args.split(), ns.max_new_tokens)  # fmt: skip
+                          ns.harness_args.split(), ns.max_new_tokens, ns.user_endpoint, ns.user_model, ns.num_tasks,
+                          ns.max_steps)  # fmt: skip
         else:
             evaluate_model(load(ns.config, ns.overrides), ns.method, ns.output, ns.tts)
 

@@ -50,9 +50,9 @@ PAPER_CONFIGS = ["alfworld_qwen2.5-3b_paper", "webshop_qwen2.5-3b_paper", "searc
 
 
 def sections():
-    from agentrl_shared.config import ModelConfig
+    from agentrl_shared.config import LaunchConfig, ModelConfig
 
-    from .config import EnvConfig, LaunchConfig, SDARConfig
+    from .config import EnvConfig, SDARConfig
 
     return {"trainer": SDARConfig, "env": EnvConfig, "model": ModelConfig, "launch": LaunchConfig}
 

@@ -87,19 +87,6 @@ class SDARConfig(GRPOConfig):
         super().__post_init__()
 
 
-@dataclass
-class LaunchConfig:
-    """How many processes a config is sized for (its per-rank sizes give the paper's global batch on this many).
-
-    Args:
-        num_processes (`int`): processes (GPUs) over all machines; `make reproduce SCALE=paper` launches this many.
-        num_machines (`int`): nodes (see the README's multi-node recipe).
-    """
-
-    num_processes: int = 1
-    num_machines: int = 1
-
-
 ENV_TO_PROMPT = {"alfworld": "alfworld", "webshop": "webshop", "search_qa": "search", "textrooms": "textrooms"}
 
 

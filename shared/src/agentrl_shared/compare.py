@@ -10,6 +10,10 @@ what its method means.
 folder of a package's own reproduce plan that ran the same config and method (e.g. `runs/sdar/cpu/sdar`, written by
 `sdar reproduce`). A run there is used only when its results name the same method and seed and no `--override` is
 given; otherwise the label trains under `--runs` as usual.
+
+Every run must share the model, the environment section (panel, turn limit, ...), the evaluation seeds and the training
+budget (`BUDGET`: rollouts, group size, episodes per rollout, learning rate, precision, ...); `--note` lines go under
+the table (e.g. why a method is not a row).
 """
 
 import argparse
@@ -24,6 +28,9 @@ from .report import markdown_table, mean_std, plot_curves
 
 
 logger = logging.getLogger(__name__)
+# trainer keys that make two runs' budgets comparable (a key a package does not have reads as None and differs)
+BUDGET = ("num_rollouts", "num_generations", "per_device_train_batch_size", "steps_per_generation", "learning_rate",
+          "bf16", "max_completion_length", "beta")  # fmt: skip
 
 
 def parse_entry(text: str) -> tuple[str, str, str, str]:
@@ -51,15 +58,19 @@ def reusable(path: Path, method: str, seed: int, overrides: list[str]) -> bool:
 
 
 def same_setting(payloads: dict[str, list[dict]]) -> None:
-    """Every run must share the model, the environment section (panel, turn limit, ...) and the evaluation seeds."""
+    """Every run must share the model, the environment section (panel, turn limit, ...), the evaluation seeds and the
+    training budget (`BUDGET` keys of the trainer section)."""
     seen: dict[str, tuple] = {}
     for label, runs in payloads.items():
         for p in runs:
-            key = (p["model"], json.dumps(p["config"]["env"], sort_keys=True), tuple(p["eval_seeds"]))
+            trainer = p["config"].get("trainer", {})
+            budget = tuple(trainer.get(k) for k in BUDGET)
+            key = (p["model"], json.dumps(p["config"]["env"], sort_keys=True), tuple(p["eval_seeds"]), budget)
             seen.setdefault(key, (label, p["seed"]))
     if len(seen) > 1:
         found = "; ".join(f"{label} seed {seed}" for label, seed in seen.values())
-        raise SystemExit(f"The runs do not share one model, environment and panel ({found}): align their configs.")
+        raise SystemExit(f"The runs do not share one model, environment, panel and training budget ({found}): align "
+                         "their configs.")  # fmt: skip
 
 
 def table(payloads: dict[str, list[dict]], env: str) -> str:
@@ -80,6 +91,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, required=True, help="output folder: compare.md, compare.json, the plot")
     parser.add_argument("--runs", type=Path, required=True, help="folder of the training runs (weights; git-ignored)")
     parser.add_argument("--override", action="append", default=[], help="key=value passed to every run")
+    parser.add_argument("--note", action="append", default=[], help="a line written under the table")
     parser.add_argument("--reuse", action="append", default=[], metavar="LABEL=DIR",
                         help="take LABEL's finished runs from DIR/seed<S> (a package's reproduce folder)")  # fmt: skip
     ns = parser.parse_args(argv)
@@ -105,7 +117,7 @@ def main(argv: list[str] | None = None) -> None:
             payloads.setdefault(label, []).append(json.loads((run / "results.json").read_text()))
             sources.setdefault(label, []).append(str(run))
     same_setting(payloads)
-    text = table(payloads, ns.env)
+    text = table(payloads, ns.env) + "".join(f"\n\n{note}" for note in ns.note)
     ns.out.mkdir(parents=True, exist_ok=True)
     (ns.out / "compare.md").write_text(text + "\n")
     summary = {label: [{"run": src, **{k: p[k] for k in ("seed", "commit", "final", "curve")}}

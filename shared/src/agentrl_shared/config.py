@@ -47,6 +47,19 @@ class ModelConfig:
     attn_implementation: str | None = None
 
 
+@dataclass
+class LaunchConfig:
+    """How many processes a config is sized for (its per-rank sizes give the paper's global batch on this many).
+
+    Args:
+        num_processes (`int`): processes (GPUs) over all machines; `make reproduce SCALE=paper` launches this many.
+        num_machines (`int`): nodes (see the package README's multi-node recipe).
+    """
+
+    num_processes: int = 1
+    num_machines: int = 1
+
+
 class ConfigError(ValueError):
     """A configuration file or override names something that does not exist."""
 

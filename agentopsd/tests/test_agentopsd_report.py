@@ -1,0 +1,65 @@
+"""`agentopsd report`: README tables from result files only; `--compare` files a `make compare` output."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from agentopsd.report import report
+
+
+PACKAGE = Path(__file__).resolve().parent.parent
+BLOCKS = ("results-cpu", "results-paper", "bench", "compare-textrooms")
+
+
+def readme(tmp_path) -> Path:
+    pkg = tmp_path / "agentopsd"
+    pkg.mkdir()
+    shutil.copy(PACKAGE / "paper_results.json", pkg / "paper_results.json")
+    path = pkg / "README.md"
+    path.write_text("".join(f"<!-- {b}:start -->\nold\n<!-- {b}:end -->\n" for b in BLOCKS))
+    return path
+
+
+def finished_run(runs: Path, method: str, success: float) -> None:
+    run = runs / "cpu" / method / "seed0"
+    run.mkdir(parents=True)
+    final = {"success_rate_mean": success, "find_success_rate": 0.5, "fetch_success_rate": 0.25}
+    curve = [{"rollouts": 3, "success_rate_mean": success}]
+    payload = {"method": method, "seed": 0, "commit": "abc1234", "env": "textrooms", "model": "smollm2-135m",
+               "final": final, "curve": curve}  # fmt: skip
+    (run / "results.json").write_text(json.dumps(payload))
+
+
+def test_report_files_runs_and_the_compare_table(tmp_path):
+    path, runs, compare = readme(tmp_path), tmp_path / "runs", tmp_path / "compare" / "textrooms"
+    finished_run(runs, "agentopsd", 0.5)
+    (runs / "cpu" / "grpo" / "seed0").mkdir(parents=True)  # unfinished: no results.json, stays "not run"
+    compare.mkdir(parents=True)
+    (compare / "compare.md").write_text("| Env | Method |\n|---|---|\n| textrooms | RLSD |\n\nSkillRise: not a row.\n")
+    (compare / "compare.json").write_text("{}")
+    (compare / "learning_curves.png").write_bytes(b"png")
+    report(path, runs, compare)
+    text = path.read_text()
+    assert "| TextRooms | SmolLM2-135M-Instruct | AgentOPSD | success % (valid_seen, greedy) | n/a (our env) | " \
+           "50.0 +- 0.0 (1 seed) | abc1234 |" in text  # fmt: skip
+    assert "| TextRooms | SmolLM2-135M-Instruct | GRPO | success % (valid_seen, greedy) | n/a (our env) | not run | - |" \
+        in text  # fmt: skip
+    assert "<!-- compare-textrooms:start -->\n| Env | Method |\n|---|---|\n| textrooms | RLSD |\n\nSkillRise: not a " \
+           "row.\n<!-- compare-textrooms:end -->" in text  # fmt: skip
+    assert "<!-- bench:start -->\nnot run\n<!-- bench:end -->" in text
+    filed = path.parent / "results"
+    assert (filed / "cpu" / "agentopsd" / "seed0" / "results.json").exists()
+    assert sorted(p.name for p in (filed / "compare" / "textrooms").iterdir()) == [
+        "compare.json", "compare.md", "learning_curves.png"
+    ]  # fmt: skip
+    assert (filed / "cpu" / "learning_curves.png").stat().st_size > 0
+
+
+def test_report_refuses_an_unfinished_compare_folder(tmp_path):
+    compare = tmp_path / "compare" / "textrooms"
+    compare.mkdir(parents=True)
+    (compare / "compare.md").write_text("| a |\n")
+    with pytest.raises(SystemExit, match="no compare.json, learning_curves.png: run `make compare ENV=textrooms`"):
+        report(readme(tmp_path), None, compare)
