@@ -68,6 +68,7 @@ def test_unknown_key_names_valid_ones():
         ("data.name=x", "procedural, vision_opd"),
         ("data.rows=[vad,nope]", "base, vad"),
         ("data.eval_backend=x", "hf, openai, vllm"),
+        ("data.align=0", "between 1 and data.image_size - data.detail_size"),
     ],
 )
 def test_exact_name_switches(override, valid):

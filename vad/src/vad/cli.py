@@ -83,7 +83,8 @@ def resolve_model(cfg: dict) -> str:
 
     data: DataConfig = cfg["data"]
     return str(warm_start(image_size=data.image_size, detail_size=data.detail_size, cell=data.cell,
-                          colours=data.colours, degrade_scale=data.degrade_scale))  # fmt: skip
+                          colours=data.colours, degrade_scale=data.degrade_scale, align=data.align,
+                          distractors=data.distractors, crop_context=data.crop_context))  # fmt: skip
 
 
 def run_dir(output: str, cfg: dict, row: str) -> Path:
@@ -107,7 +108,7 @@ def train_dataset(data: DataConfig):
     }
     if data.name == "procedural":
         task = {"image_size": data.image_size, "detail_size": data.detail_size, "cell": data.cell,
-                "shuffle_options": data.shuffle_options, "colours": data.colours}  # fmt: skip
+                "align": data.align, "distractors": data.distractors, "shuffle_options": data.shuffle_options, "colours": data.colours}  # fmt: skip
         return Dataset.from_list(procedural_rows(data.num_train, seed=data.seed, **task, **views))
     path = data.path or data_root() / "vision_opd"
     return load_vision_opd(path, limit=data.num_train if data.num_train > 0 else None, **views)
@@ -126,7 +127,8 @@ def procedural_items(data: DataConfig, root: Path, view: str = "full"):
     rng = random.Random(10_000 + data.seed)
     for i in range(data.num_eval):
         s = procedural_sample(rng, image_size=data.image_size, detail_size=data.detail_size, cell=data.cell,
-                              shuffle_options=data.shuffle_options, colours=data.colours)  # fmt: skip
+                              shuffle_options=data.shuffle_options, colours=data.colours, align=data.align,
+                              distractors=data.distractors)  # fmt: skip
         image = s.image
         if view != "full":
             views = make_views(s.image, s.box, crop_context=data.crop_context, degrade_scale=data.degrade_scale,

@@ -165,6 +165,10 @@ class DataConfig:
         seed (`int`): data seed (the training seed is `trainer.seed`).
         image_size, detail_size (`int`): procedural image side and evidence patch side in pixels.
         cell (`int`): procedural texture cell (stripe / square) width in pixels; `detail_size` holds an even number.
+        align (`int`): the procedural patch's corner lies on this pixel grid (1: anywhere, away from the border).
+        distractors (`int`): flat one-colour squares of the patch's size on grid cells outside the patch's 3 x 3
+            neighbourhood (needs `align` > 1; with `align` = `detail_size` a `crop_context` 3 crop holds none unless
+            the image border shifts it).
         shuffle_options (`bool`): shuffle the procedural options per question (False: the letter names the texture).
         colours (`list[str]` or `None`): the procedural patch's two colours (names in `views.COLOURS`); None: a random
             pair per question.
@@ -195,6 +199,8 @@ class DataConfig:
     image_size: int = 448
     detail_size: int = 10
     cell: int = 1
+    align: int = 1
+    distractors: int = 0
     shuffle_options: bool = True
     colours: list[str] | None = None
     eval_views: list[str] = field(default_factory=lambda: ["full"])
@@ -230,6 +236,13 @@ class DataConfig:
             raise ValueError(
                 f"data.detail_size {self.detail_size} must hold an even number of data.cell {self.cell} px."
             )
+        if not 1 <= self.align <= self.image_size - self.detail_size:
+            raise ValueError(
+                f"data.align {self.align} must be between 1 and data.image_size - data.detail_size "
+                f"({self.image_size - self.detail_size})."
+            )
+        if self.distractors and self.align == 1:
+            raise ValueError("data.distractors needs the patch on a grid: set data.align > 1 (e.g. data.detail_size).")
         for view in self.eval_views:
             if view not in EVAL_VIEWS:
                 raise ValueError(f"Unknown eval view {view!r}; valid: {', '.join(EVAL_VIEWS)}.")

@@ -274,6 +274,8 @@ def procedural_sample(
     shuffle_options: bool = True,
     colours: list[str] | None = None,
     pattern: str | None = None,
+    align: int = 1,
+    distractors: int = 0,
 ) -> ProceduralSample:
     """One cluttered image with a small two-colour patch; the question asks for the patch's texture.
 
@@ -281,6 +283,11 @@ def procedural_sample(
     crop x+; with 1-pixel cells it is lost in the downscaled full image. Every texture has the same two colours in
     equal shares and swaps them under a mirror about the patch centre, so x- (the patch pixelated to one pixel) is the
     same flat colour whatever the answer (`pattern` forces the texture without changing any other pixel).
+    `align` > 1 puts the patch's corner on that pixel grid anywhere in the image (the ViT patch grid of the
+    processed x0 when `align` is the patch size times the processor's downscale), else anywhere away from the border.
+    `distractors` (needs `align` > 1) paints that many flat squares of the patch's size, each in one of its two colours,
+    on grid cells outside the patch's 3 x 3 neighbourhood: look-alikes of one colour, never a texture, that an
+    evidence crop of `crop_context` 3 leaves out unless the image border shifts it onto them.
     `shuffle_options=False` keeps the options in `PATTERNS` order, so the letter names the texture; `colours` fixes the
     two colours (names in `COLOURS`; default: a random pair per sample).
     """
@@ -296,8 +303,22 @@ def procedural_sample(
     c1, c2 = rng.sample(list(COLOURS), 2) if colours is None else colours
     drawn = rng.choice(list(PATTERNS))
     pattern = pattern or drawn
-    x0 = rng.randrange(detail_size, image_size - 2 * detail_size)
-    y0 = rng.randrange(detail_size, image_size - 2 * detail_size)
+    if align == 1:
+        x0 = rng.randrange(detail_size, image_size - 2 * detail_size)
+        y0 = rng.randrange(detail_size, image_size - 2 * detail_size)
+    else:  # the patch's corner on the `align`-pixel grid, anywhere inside the image
+        x0 = align * rng.randrange((image_size - detail_size) // align + 1)
+        y0 = align * rng.randrange((image_size - detail_size) // align + 1)
+    if distractors:
+        if align == 1:
+            raise ValueError("distractors need the patch on a grid (align > 1).")
+        grid = [(x, y) for y in range(0, image_size - detail_size + 1, align)
+                for x in range(0, image_size - detail_size + 1, align)
+                if max(abs(x - x0), abs(y - y0)) > align]  # fmt: skip
+        if len(grid) < distractors:
+            raise ValueError(f"{distractors} distractors do not fit the {len(grid)} free grid cells; use fewer.")
+        for x, y in rng.sample(grid, distractors):
+            draw.rectangle((x, y, x + detail_size - 1, y + detail_size - 1), fill=COLOURS[rng.choice((c1, c2))])
     fill = PATTERNS[pattern]
     for dy in range(detail_size):
         for dx in range(detail_size):
@@ -325,6 +346,8 @@ def procedural_rows(
     cell: int = 1,
     shuffle_options: bool = True,
     colours: list[str] | None = None,
+    align: int = 1,
+    distractors: int = 0,
     **view_kwargs,
 ) -> list:
     """`n` GRPOTrainer rows from [`procedural_sample`], deterministic in `seed`."""
@@ -332,7 +355,8 @@ def procedural_rows(
     rows = []
     for _ in range(n):
         s = procedural_sample(rng, image_size=image_size, detail_size=detail_size, cell=cell,
-                              shuffle_options=shuffle_options, colours=colours)  # fmt: skip
+                              shuffle_options=shuffle_options, colours=colours, align=align,
+                              distractors=distractors)  # fmt: skip
         views = make_views(s.image, s.box, **view_kwargs)
         rows.append(
             {

@@ -3,10 +3,10 @@
 No PyPI package ships vision-language weights, and a random VLM answers neither from x+ nor from x0, so the frozen
 teacher has nothing to give the student. `warm_start` builds, once and cached like the other offline models
 (`agentrl_shared.offline.cache_dir()`), a seeded model that has been taught to answer the procedural texture question
-from the evidence crop x+ only (cross-entropy on the option letter and the end of turn, never on x0). The paper's
-premise then holds by construction: the model reads the detail when it is zoomed in (x+), the counterfactual x- (the
-detail pixelated to one flat pixel) leaves it at chance, and on the full image x0, where the detail is a few pixels
-wide, it is weak. On-policy distillation from the frozen teacher on x+ can then move the student's x0 accuracy.
+from the evidence crop x+ only (cross-entropy on the option letter and the end of turn, never on x0). It reads the
+detail in x+, and the counterfactual x- (the detail pixelated to one flat pixel) leaves it at chance. Whether it is
+weak on the full image x0, so that on-policy distillation from the frozen teacher on x+ has something to teach, depends
+on the task: on the CPU config's task it is not (package README, Deviation 11).
 
 Deterministic in its arguments on one machine (seeded torch, one seeded Python random stream, a fixed sample stream
 `WARM_START_STREAM + seed` that neither the training rows nor the held-out panel use).
@@ -53,14 +53,17 @@ def task_samples(
     cell: int,
     colours: list[str] | None,
     degrade_scale: float,
+    align: int = 1,
+    distractors: int = 0,
+    crop_context: float = 2.0,
 ):
     """`n` procedural questions (fixed option order) with their three views, deterministic in `stream`."""
     rng = random.Random(stream)
     out = []
     for _ in range(n):
         s = procedural_sample(rng, image_size=image_size, detail_size=detail_size, cell=cell, shuffle_options=False,
-                              colours=colours)  # fmt: skip
-        views = make_views(s.image, s.box, degrade_scale=degrade_scale)
+                              colours=colours, align=align, distractors=distractors)  # fmt: skip
+        views = make_views(s.image, s.box, crop_context=crop_context, degrade_scale=degrade_scale)
         out.append((views, format_question(s.question, s.options), s.answer))
     return out
 
@@ -88,13 +91,18 @@ def warm_start(
     cell: int,
     colours: list[str] | None,
     degrade_scale: float,
+    align: int = 1,
+    distractors: int = 0,
+    crop_context: float = 2.0,
     seed: int = 0,
     steps: int = 200,
     batch_size: int = 16,
     learning_rate: float = 3e-3,
+    view: str = "plus",
 ) -> Path:
     """The tiny Qwen2.5-VL (`agentrl_shared.vlm.tiny_qwen25_vl(seed)`) after `steps` AdamW steps of supervised
-    pre-training on x+ views of the procedural task; built once into the offline cache, then reused.
+    pre-training on x+ views of the procedural task; built once into the offline cache, then reused. `view="full"`
+    trains on x0 instead: not a warm start, the check that the student's view carries a learnable signal.
 
     Returns:
         `Path`: a directory loadable with `from_pretrained` (model and processor), usable as a `GRPOTrainer` model id.
@@ -104,7 +112,8 @@ def warm_start(
 
     base = tiny_qwen25_vl(seed=seed)
     task = {"image_size": image_size, "detail_size": detail_size, "cell": cell, "colours": colours,
-            "degrade_scale": degrade_scale}  # fmt: skip
+            "degrade_scale": degrade_scale, "align": align,
+            "distractors": distractors, "crop_context": crop_context}  # fmt: skip
 
     def build(out: Path) -> None:
         torch.manual_seed(seed)
@@ -115,7 +124,9 @@ def warm_start(
         samples = task_samples(steps * batch_size, WARM_START_STREAM + seed, **task)
         for step in range(steps):
             batch = samples[step * batch_size : (step + 1) * batch_size]
-            enc = encode(processor, [v.plus for v, _, _ in batch], [q for _, q, _ in batch], [a for *_, a in batch])
+            enc = encode(
+                processor, [getattr(v, view) for v, _, _ in batch], [q for _, q, _ in batch], [a for *_, a in batch]
+            )
             # targets: the letter and <|im_end|>, the last 2 tokens (left padding); only the 2 positions before them
             # reach the (large-vocabulary) LM head
             logits = model(**enc, logits_to_keep=3).logits[:, :-1]  # (B, 2, V)
@@ -130,8 +141,10 @@ def warm_start(
         processor.save_pretrained(out)
 
     name = (
-        f"vad-warm-start-i{image_size}-d{detail_size}-c{cell}-{'-'.join(colours or ['any'])}-x{degrade_scale:g}-s{seed}-n{steps}x{batch_size}"
-        f"-lr{learning_rate:g}"
+        f"vad-warm-start-i{image_size}-d{detail_size}-c{cell}-{'-'.join(colours or ['any'])}-x{degrade_scale:g}"
+        f"{f'-a{align}' if align > 1 else ''}{f'-k{distractors}' if distractors else ''}"
+        f"{f'-w{crop_context:g}' if crop_context != 2 else ''}-s{seed}-n{steps}x{batch_size}-lr{learning_rate:g}"
+        f"{'' if view == 'plus' else f'-{view}'}"
     )
     return _build_once(cache_dir() / name, build)
 
