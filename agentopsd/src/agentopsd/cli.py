@@ -26,6 +26,7 @@ from agentrl_shared.cli import (
     seeds_arg,
     set_model_init_kwargs,
     setup_logging,
+    warn_launch_size,
 )
 from agentrl_shared.offline import set_offline_env
 
@@ -119,13 +120,7 @@ def train(cfg: dict, method: str = "run", output: Path = Path("runs/agentopsd"))
                 evaluate(trainer)
 
     trainer = AgentOPSDTrainer(path, args, env, tasks, processing_class=tok, callbacks=[PanelEval()])
-    world = trainer.accelerator.num_processes
-    if world != cfg["launch"].num_processes:
-        logger.warning(
-            f"{cfg['_source']} is sized for {cfg['launch'].num_processes} processes and runs on {world}: "
-            f"{trainer.episodes_per_rank * world} episodes per rollout instead of "
-            f"{trainer.episodes_per_rank * cfg['launch'].num_processes}."
-        )
+    warn_launch_size(cfg, trainer)
     if trainer.accelerator.is_main_process and curve_path.exists():
         curve_path.unlink()
     t0 = time.perf_counter()

@@ -26,6 +26,7 @@ from agentrl_shared.cli import (
     seeds_arg,
     set_model_init_kwargs,
     setup_logging,
+    warn_launch_size,
 )
 from agentrl_shared.config import ConfigError
 from agentrl_shared.offline import set_offline_env
@@ -117,13 +118,7 @@ def train(cfg: dict, method: str = "run", output: Path = Path("runs/sdar")) -> d
                 evaluate(trainer)
 
     trainer = SDARTrainer(path, args, env, tasks, processing_class=tok, callbacks=[PanelEval()])
-    world = trainer.accelerator.num_processes
-    if world != cfg["launch"].num_processes:
-        logger.warning(
-            f"{cfg['_source']} is sized for {cfg['launch'].num_processes} processes and runs on {world}: "
-            f"{trainer.episodes_per_rank * world} episodes per rollout instead of "
-            f"{trainer.episodes_per_rank * cfg['launch'].num_processes}."
-        )
+    warn_launch_size(cfg, trainer)
     if trainer.accelerator.is_main_process and curve_path.exists():
         curve_path.unlink()
     t0 = time.perf_counter()
@@ -145,7 +140,7 @@ def train(cfg: dict, method: str = "run", output: Path = Path("runs/sdar")) -> d
         "train_seconds": train_s,
         "steps": trainer.state.global_step,
         "rollouts": trainer.rollouts_done,
-        "num_processes": world,
+        "num_processes": trainer.accelerator.num_processes,
         "final": {k: v for k, v in summary.items() if k not in ("step", "rollouts")},
         "curve": curve,
         "log_history": trainer.state.log_history,

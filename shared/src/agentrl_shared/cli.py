@@ -134,6 +134,17 @@ def launch(package: str, config: str, method: str, run: Path, args: list[str], l
     subprocess.run(cmd, check=True)
 
 
+def warn_launch_size(cfg: dict, trainer) -> None:
+    """Warn when a run is launched on another number of processes than its config's `launch:` section sizes it for
+    (episodes per rollout scale with the number of ranks)."""
+    world, planned = trainer.accelerator.num_processes, cfg["launch"].num_processes
+    if world != planned:
+        logger.warning(
+            f"{cfg['_source']} is sized for {planned} processes and runs on {world}: "
+            f"{trainer.episodes_per_rank * world} episodes per rollout instead of {trainer.episodes_per_rank * planned}."
+        )
+
+
 def check_paper_prerequisites(title: str, configs: list[str], load: Callable[[str, list[str]], dict]) -> None:
     """Fail fast, with every reason and its fix, when a paper-scale run cannot start here: no CUDA device, no vLLM,
     or a config whose data location is unset (`load` is the package's config loader)."""
@@ -227,6 +238,7 @@ def run_command(package: str, command: Callable[[], object], errors: tuple[type[
 
 
 __all__ = [
+    "warn_launch_size",
     "accelerate_config",
     "append_jsonl",
     "build_parser",
