@@ -111,3 +111,18 @@ def test_cpu_plan_starts_every_method_from_the_warm_start(monkeypatch, tmp_path)
     cli.reproduce("cpu", [0], ["warmstart.num_tasks=0"], tmp_path / "nows")
     assert "warmstart" not in [m for m, _ in calls]
     assert {cfg["model"].name_or_path for m, cfg in calls if m == "untrained"} == {"smollm2-135m"}
+
+
+def test_report_names_the_warm_start_and_its_figures():
+    from envace.report import cpu_table
+
+    cfg = {"trainer": {"tts_budget": 2}, "env": {"eval_episodes": 16}}
+    untrained = {"commit": "abc1234", "config": cfg, "final": {"reward_mean": 0.75, "success_mean": 0.5}}
+    warm = {"commit": "abc1234", "seed": 0, "rows": {"caller": 16, "simulator": 8}, "tokens": 12000,
+            "losses": [0.84, 0.3, 0.14], "train_seconds": 240.0}  # fmt: skip
+    table = cpu_table({"untrained": [untrained], "warmstart": [warm]})
+    assert "untrained (SmolLM2-135M-Instruct + format warm start, no RL) | episode reward R % | n/a (our tasks) | " \
+           "75.0 +- 0.0 (1 seed)" in table  # fmt: skip
+    assert "16 caller + 8 rehearsal rows, 12000 tokens, loss 0.840 -> 0.140 over 3 steps, 240 s" in table
+    bare = cpu_table({"untrained": [untrained]})
+    assert "untrained (SmolLM2-135M-Instruct) |" in bare and "Format warm start: not run" in bare
