@@ -240,16 +240,19 @@ def build_trainer(cfg: dict, trainer_cls: type | None = None):
     return (trainer_cls or VADTrainer)(path, args=args, train_dataset=dataset, processing_class=processor)
 
 
-def train(cfg: dict, output: str) -> dict:
+def train(cfg: dict, output: str, callbacks: list | None = None) -> dict:
     """Train one row, evaluate the trained student, write `result.json` (rank 0); returns the record (or {}).
 
-    The run is filed under the row its switches define (`config.row_label`), whatever asked for it.
+    The run is filed under the row its switches define (`config.row_label`), whatever asked for it. `callbacks`:
+    extra `transformers.TrainerCallback`s (e.g. `vad.gpu_check`'s time budget).
     """
     args: VADConfig = cfg["trainer"]
     row = row_label(args, cfg["data"].minus_framing)
     out = run_dir(output, cfg, row)
     args.output_dir = str(out / "trainer")
     trainer = build_trainer(cfg)
+    for callback in callbacks or []:
+        trainer.add_callback(callback)
     processor = trainer.processing_class
     is_main = trainer.accelerator.is_main_process
     if is_main:

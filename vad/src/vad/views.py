@@ -319,10 +319,14 @@ def procedural_sample(
             raise ValueError(f"{distractors} distractors do not fit the {len(grid)} free grid cells; use fewer.")
         for x, y in rng.sample(grid, distractors):
             draw.rectangle((x, y, x + detail_size - 1, y + detail_size - 1), fill=COLOURS[rng.choice((c1, c2))])
-    fill = PATTERNS[pattern]
-    for dy in range(detail_size):
-        for dx in range(detail_size):
-            img.putpixel((x0 + dx, y0 + dy), COLOURS[c2] if fill(dx, dy, cell) else COLOURS[c1])
+    fill = PATTERNS[pattern]  # constant on each cell: draw the patch cell by cell
+    patch = Image.new("RGB", (detail_size, detail_size), COLOURS[c1])
+    cells = ImageDraw.Draw(patch)
+    for dy in range(0, detail_size, cell):
+        for dx in range(0, detail_size, cell):
+            if fill(dx, dy, cell):
+                cells.rectangle((dx, dy, dx + cell - 1, dy + cell - 1), fill=COLOURS[c2])
+    img.paste(patch, (x0, y0))
     options = list(PATTERNS)
     if shuffle_options:
         rng.shuffle(options)
