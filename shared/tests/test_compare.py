@@ -103,3 +103,12 @@ def test_a_reused_run_must_match_method_and_overrides(tmp_path, monkeypatch):
     with pytest.raises(SystemExit, match="not entries: RLSD"):
         main(["SDAR=sdar:x:sdar", "--env", "textrooms", "--out", str(tmp_path / "o"), "--runs", str(runs),
               "--reuse", "RLSD=somewhere"])  # fmt: skip
+
+
+def test_plot_band_is_mean_plus_minus_sample_std():
+    from agentrl_shared.report import band
+
+    mean, low, high = band([[0.0, 0.0, 0.0, 1.0], [0.5]])
+    assert mean == pytest.approx([0.25, 0.5])
+    assert low == pytest.approx([-0.25, 0.5])  # sample std 0.5 (min-max would give 0..1); one seed: zero width
+    assert high == pytest.approx([0.75, 0.5])

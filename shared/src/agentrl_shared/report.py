@@ -58,8 +58,18 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+def band(values: list[list[float]]) -> tuple[list[float], list[float], list[float]]:
+    """Per point: mean, mean - std, mean + std over its seeds (sample std, 0 where one seed has the point)."""
+    mean = [statistics.fmean(v) for v in values]
+    std = [statistics.stdev(v) if len(v) > 1 else 0.0 for v in values]
+    return mean, [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)]
+
+
 def plot_curves(series: dict[str, list[list[tuple[float, float]]]], path: Path, xlabel: str, ylabel: str, title: str):
-    """One line per method (mean over seeds, shaded min-max); `series[method]` is a list of per-seed (x, y) lists."""
+    """One line per method: mean over seeds, shaded mean +- std (as the tables); `series[method]`: per-seed (x, y) lists.
+
+    A point that only one seed reaches gets a zero-width band.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -71,10 +81,10 @@ def plot_curves(series: dict[str, list[list[tuple[float, float]]]], path: Path, 
         if not xs:
             continue
         ys = [[y for run in runs for x2, y in run if x2 == x] for x in xs]
-        mean = [statistics.fmean(v) for v in ys]
+        mean, low, high = band(ys)
         ax.plot(xs, mean, marker="o", label=f"{method} (n={len(runs)})")
         if len(runs) > 1:
-            ax.fill_between(xs, [min(v) for v in ys], [max(v) for v in ys], alpha=0.2)
+            ax.fill_between(xs, low, high, alpha=0.2)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
