@@ -24,10 +24,11 @@ from agentrl_shared.offline import set_offline_env
 set_offline_env()
 
 CPU_CONFIG = "tooltasks_smollm2-135m_cpu"
+WARM_START = Path("runs/envace/cpu/warmstart/seed0/final")  # `envace reproduce --scale cpu` writes it
 METHODS = {"caller_only_real": ["trainer.tool_return_mode=real"], "envace": []}
 
 
-def run(method: str, steps: int, config: str) -> dict:
+def run(method: str, steps: int, config: str, model: str | None = None) -> dict:
     """Train `steps` rollouts of `method`; per-step seconds, generated tokens and seconds per token (first dropped)."""
     from datasets import Dataset
     from transformers import AutoTokenizer
@@ -39,7 +40,7 @@ def run(method: str, steps: int, config: str) -> dict:
 
     with tempfile.TemporaryDirectory() as tmp:
         cfg = load(config, [*METHODS[method], f"trainer.max_steps={steps}", f"trainer.output_dir={tmp}",
-                            "env.eval_every=0"])  # fmt: skip
+                            "env.eval_every=0", *([f"model.name_or_path={model}"] if model else [])])  # fmt: skip
         args, env = cfg["trainer"], cfg["env"]
         path = model_path(cfg["model"].name_or_path)
         args.model_init_kwargs = {"dtype": cfg["model"].dtype, **(args.model_init_kwargs or {})}
@@ -79,22 +80,27 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--repeats", type=int, default=2, help="runs per method, interleaved")
     parser.add_argument("--config", default=CPU_CONFIG, help="an envace config (file name without .yaml)")
+    parser.add_argument("--model", default=None, help=f"start from this checkpoint (default: the CPU plan's warm "
+                        f"start {WARM_START} when it exists, else the config's model, with which the untrained 135M "
+                        "caller makes no tool calls and EnvACE has no rehearsal rows)")  # fmt: skip
     parser.add_argument("--output", type=Path, default=Path("bench-results.json"))
     parser.add_argument("--note", default="", help="how the machine was shared during the run (kept with the figures)")
     ns = parser.parse_args(argv)
     if ns.steps < 2:
         raise SystemExit("envace.bench: --steps must be at least 2 (the first step of every run is dropped).")
+    if ns.model is None and WARM_START.exists():
+        ns.model = str(WARM_START)
     runs = {m: [] for m in METHODS}
     for r in range(ns.repeats):
         order = list(METHODS) if r % 2 == 0 else list(METHODS)[::-1]
         for method in order:
-            runs[method].append(run(method, ns.steps, ns.config))
+            runs[method].append(run(method, ns.steps, ns.config, ns.model))
             print(f"[bench] repeat {r + 1}/{ns.repeats} {method}: " + json.dumps(runs[method][-1]))
     med = {m: {k: statistics.median(x[k] for x in rs) for k in rs[0]} for m, rs in runs.items()}
     c, e = med["caller_only_real"], med["envace"]
     figures = {
-        "config": f"{ns.config}.yaml, {ns.steps} steps per run (first dropped), {ns.repeats} interleaved runs per "
-        "method, no evaluation pass",
+        "config": f"{ns.config}.yaml{', model ' + ns.model if ns.model else ''}, {ns.steps} steps per run (first "
+        f"dropped), {ns.repeats} interleaved runs per method, no evaluation pass",
         "nice": os.nice(0),
         "cpu_cores_usable": len(os.sched_getaffinity(0)),  # 1 when pinned with taskset -c
         "note": ns.note,

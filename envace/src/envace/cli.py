@@ -50,9 +50,9 @@ PAPER_CONFIGS = ["checklist_qwen3-8b_paper"]
 def sections():
     from agentrl_shared.config import ModelConfig
 
-    from .config import EnvACEConfig, EnvConfig
+    from .config import EnvACEConfig, EnvConfig, WarmStartConfig
 
-    return {"trainer": EnvACEConfig, "env": EnvConfig, "model": ModelConfig}
+    return {"trainer": EnvACEConfig, "env": EnvConfig, "model": ModelConfig, "warmstart": WarmStartConfig}
 
 
 def load(config: str, overrides: list[str]) -> dict:
@@ -78,10 +78,10 @@ def _tasks(cfg: dict, split: str) -> list[dict]:
     from .data import load_tasks
 
     env = cfg["env"]
-    n = env.num_train_tasks if split == "train" else env.num_eval_tasks
-    path = env.train_path if split == "train" else env.eval_path
+    n = {"train": env.num_train_tasks, "eval": env.num_eval_tasks, "warmstart": cfg["warmstart"].num_tasks}[split]
+    path = env.eval_path if split == "eval" else env.train_path
     tasks = load_tasks(env.source, split, n, env.task_seed, path, env.max_task_turns, env.max_num_checklist)
-    return tasks if split == "train" else tasks[: env.eval_episodes]
+    return tasks[: env.eval_episodes] if split == "eval" else tasks
 
 
 def summarize(trajs: list[dict], seeds: list[int]) -> dict:
@@ -246,27 +246,74 @@ def evaluate_model(cfg: dict, method: str = "eval", output: Path = Path("runs/en
     return payload
 
 
+def warm_start(cfg: dict, method: str = "warmstart", output: Path = Path("runs/envace")) -> dict:
+    """Format warm start (`warmstart.py`): SFT of `model.name_or_path` on the gold rows of `warmstart.num_tasks`
+    generated tasks; the model is saved to `<run>/final`, the losses to `results.json`."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from agentrl_shared.evaluation import write_results
+    from agentrl_shared.models import model_path
+
+    from .trainer import make_collector
+    from .warmstart import gold_rows, sft
+
+    args, env, model_cfg, ws = cfg["trainer"], cfg["env"], cfg["model"], cfg["warmstart"]
+    if ws.num_tasks <= 0:
+        raise ValueError("warm start needs warmstart.num_tasks > 0.")
+    out = run_folder(args, output, run_name(cfg, method))
+    log_to_file(out)
+    resolved = dump_config(cfg, out, headline(cfg))
+    path = model_path(model_cfg.name_or_path)
+    tok = AutoTokenizer.from_pretrained(path, padding_side="left")
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, model_cfg.dtype))
+    torch.manual_seed(args.seed)
+    rows = gold_rows(_tasks(cfg, "warmstart"), make_collector(args, env, tok, "agent"), ws.rehearsal_rows)
+    t0 = time.perf_counter()
+    losses = sft(model, rows, ws.learning_rate, ws.epochs, ws.batch_rows, args.max_grad_norm, args.seed)
+    seconds = time.perf_counter() - t0
+    model.save_pretrained(out / "final")
+    tok.save_pretrained(out / "final")
+    payload = {
+        "method": method,
+        "model": model_cfg.name_or_path,
+        "seed": args.seed,
+        "rows": {role: sum(r.role == role for r in rows) for role in ("caller", "simulator")},
+        "tokens": sum(len(r.prompt_ids) + len(r.completion_ids) for r in rows),
+        "completion_tokens": sum(len(r.completion_ids) for r in rows),
+        "losses": losses,
+        "train_seconds": seconds,
+        "config": resolved,
+    }
+    write_results(out / "results.json", payload)
+    logger.info(f"warm start: {len(rows)} rows, loss {losses[0]:.3f} -> {losses[-1]:.3f}, {seconds:.0f} s")
+    return payload
+
+
 def reproduce(scale: str, seeds: list[int], overrides: list[str], output: Path) -> None:
     """Run one scale's plan into `output/<scale>/<method>/...` (a finished run is not redone, so an interrupted plan
-    resumes). CPU: untrained vs caller-only with real tools vs EnvACE on the generated tool tasks, then test-time
-    rehearsal (parallel, sequential) of the untrained and the EnvACE policies. Paper: EnvACE on each paper config,
+    resumes). CPU: the format warm start when the config has one (`warmstart.num_tasks`; every method then starts
+    from its checkpoint, "untrained" = warm-started, no RL), untrained vs caller-only with real tools vs EnvACE on the
+    generated tool tasks, then test-time rehearsal (parallel, sequential) of the untrained and the EnvACE policies. Paper: EnvACE on each paper config,
     launched with `accelerate`. Tracked files are never written here: `envace report --runs <output>` copies the
     results into `envace/results/` and rebuilds the README tables."""
     if scale == "cpu":
-        plan = {"untrained": (None, "none", None)}
-        plan |= {m: (extra, "none", None) for m, extra in CPU_METHODS.items()}
-        plan |= {f"{name}_{policy}": (None, mode, policy) for name, mode in CPU_TTS.items()
+        warm = load(CPU_CONFIG, overrides)["warmstart"].num_tasks > 0
+        plan = {"warmstart": ("warmstart", "none", None)} if warm else {}
+        plan |= {"untrained": ("eval", "none", "untrained")}
+        plan |= {m: (extra, "none", "untrained") for m, extra in CPU_METHODS.items()}
+        plan |= {f"{name}_{policy}": ("eval", mode, policy) for name, mode in CPU_TTS.items()
                  for policy in ("untrained", "envace")}  # fmt: skip
         for _, seed, method, run in pending_runs(output, "cpu", seeds, list(plan)):
-            extra, tts, policy = plan[method]
-            model = (
-                [f"model.name_or_path={output / 'cpu' / 'envace' / f'seed{seed}' / 'final'}"]
-                if policy == "envace"
-                else []
-            )
-            cfg = load(CPU_CONFIG, [*(extra or []), *overrides, *model, f"trainer.seed={seed}",
-                                    f"trainer.output_dir={run}"])  # fmt: skip
-            if extra is None:
+            kind, tts, policy = plan[method]
+            # every method starts from the same policy: the warm-started model when the config has a warm start
+            start = {"envace": "envace", "untrained": "warmstart" if warm else None, None: None}[policy]
+            model = [f"model.name_or_path={output / 'cpu' / start / f'seed{seed}' / 'final'}"] if start else []
+            cfg = load(CPU_CONFIG, [*(kind if isinstance(kind, list) else []), *overrides, *model,
+                                    f"trainer.seed={seed}", f"trainer.output_dir={run}"])  # fmt: skip
+            if kind == "warmstart":
+                warm_start(cfg, method)
+            elif kind == "eval":
                 evaluate_model(cfg, method, tts=tts)
             else:
                 train(cfg, method)

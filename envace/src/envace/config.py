@@ -167,3 +167,25 @@ class EnvConfig:
             raise ValueError(f"Unknown env.source {self.source!r}; valid: generated, file.")
         if self.eval_tool_return_mode not in TOOL_RETURN_MODES:
             raise ValueError(f"Unknown env.eval_tool_return_mode {self.eval_tool_return_mode!r}.")
+
+
+@dataclass
+class WarmStartConfig:
+    """Format warm start before RL (`warmstart.py`; CPU scale only, off by default: the paper's Qwen3-8B already emits
+    tool calls and follows the rehearsal format, so the paper runs none).
+
+    Args:
+        num_tasks (`int`): generated warm-start tasks (their own seed, disjoint from training and evaluation); 0 = off.
+        rehearsal_rows (`bool`): also fit the gold rehearsal outputs (`<execution_result>` with the ground-truth
+            response), so that the rehearsal role can produce parseable tool responses at all; the caller rows alone
+            otherwise.
+        epochs (`int`): passes over the gold rows.
+        batch_rows (`int`): rows per optimizer step.
+        learning_rate (`float`): AdamW learning rate (no weight decay, grad clip 1.0).
+    """
+
+    num_tasks: int = 0
+    rehearsal_rows: bool = True
+    epochs: int = 1
+    batch_rows: int = 4
+    learning_rate: float = 1e-4

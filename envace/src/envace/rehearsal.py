@@ -145,9 +145,18 @@ class RehearsalCollector:
         self.tools_in_system_prompt, self.simulator_think = tools_in_system_prompt, simulator_think
         self.terminate_on_judge_failure = terminate_on_judge_failure
         self.timings: Counter = Counter()
-        self.eos_ids = {tokenizer.eos_token_id, tokenizer.pad_token_id} - {None}
+        self.end_of_turn_id = self._end_of_turn_id()
+        # generation stops at the template's end-of-turn token (the model's generation_config EOS), which is not the
+        # tokenizer's EOS for every model (SmolLM2's GGUF tokenizer: EOS <|im_start|>, turns end with <|im_end|>)
+        self.eos_ids = {tokenizer.eos_token_id, tokenizer.pad_token_id, self.end_of_turn_id} - {None}
 
     # --- token bookkeeping ---
+    def _end_of_turn_id(self) -> int:
+        """The first token the chat template writes after an assistant message's content (`<|im_end|>` in ChatML)."""
+        text = self.tok.apply_chat_template([{"role": "user", "content": "u"}, {"role": "assistant", "content": SENTINEL}],
+                                            tokenize=False, **self.chat_template_kwargs)  # fmt: skip
+        return self.tok(text[text.index(SENTINEL) + len(SENTINEL) :], add_special_tokens=False).input_ids[0]
+
     def _template(self, messages: list[dict], tools=None) -> str:
         return self.tok.apply_chat_template(
             messages, tools=tools, tokenize=False, add_generation_prompt=True, **self.chat_template_kwargs

@@ -27,10 +27,22 @@ CPU_METHODS = {
 HEADER = ["Tasks", "Method", "Metric", "Paper", "Ours (mean +- std, n seeds)", "commit"]
 
 
+def warm_start_line(payloads: list[dict]) -> str:
+    """What the format warm start of the CPU plan did, from its `results.json` files."""
+    if not payloads:
+        return "Format warm start: not run (the plan's config has none, or it has not run)."
+    parts = [f"seed {p['seed']}: {p['rows']['caller']} caller + {p['rows']['simulator']} rehearsal rows, "
+             f"{p['tokens']} tokens, loss {p['losses'][0]:.3f} -> {p['losses'][-1]:.3f} over {len(p['losses'])} "
+             f"steps, {p['train_seconds']:.0f} s, commit {p['commit']}" for p in payloads]  # fmt: skip
+    return "Format warm start (every method starts from it; README deviation 11): " + "; ".join(parts) + "."
+
+
 def cpu_table(runs: dict[str, list[dict]]) -> str:
     rows = []
     for method, label in CPU_METHODS.items():
         payloads = runs.get(method, [])
+        if method == "untrained" and runs.get("warmstart"):
+            label = "untrained (SmolLM2-135M-Instruct + format warm start, no RL)"
         commits = ", ".join(sorted({p["commit"] for p in payloads})) or "-"
         budget = {str(p["config"]["trainer"]["tts_budget"]) for p in payloads} or {"tts_budget"}
         label = label.format(n="/".join(sorted(budget)))
@@ -41,7 +53,7 @@ def cpu_table(runs: dict[str, list[dict]]) -> str:
             values = [p["final"][key] for p in payloads]
             rows.append([f"generated tool tasks ({panel}-task eval panel, real tools)", label, metric,
                          "n/a (our tasks)", mean_std(values), commits])  # fmt: skip
-    return markdown_table(HEADER, rows)
+    return markdown_table(HEADER, rows) + "\n\n" + warm_start_line(runs.get("warmstart", []))
 
 
 def paper_table(paper: dict) -> str:
