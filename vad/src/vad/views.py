@@ -335,6 +335,14 @@ def procedural_sample(
     return ProceduralSample(img, box, question, options, LETTERS[options.index(pattern)])
 
 
+def low_contrast(image: Image.Image, contrast: float) -> Image.Image:
+    """Pixels pulled toward mid-grey: 128 + contrast * (p - 128), rounded (the procedural x0's stand-in for the detail
+    a large image loses when shrunk to the model's input; 1 returns the image itself)."""
+    if contrast == 1.0:
+        return image
+    return image.point(lambda p: round(128 + contrast * (p - 128)))
+
+
 def format_question(question: str, options: list[str]) -> str:
     """Multiple-choice text in the style of the V* reference prompt: lettered options, then the answer rule."""
     lines = [question.strip()] + [f"({LETTERS[i]}) {opt}" for i, opt in enumerate(options)]
@@ -352,9 +360,11 @@ def procedural_rows(
     colours: list[str] | None = None,
     align: int = 1,
     distractors: int = 0,
+    x0_contrast: float = 1.0,
     **view_kwargs,
 ) -> list:
-    """`n` GRPOTrainer rows from [`procedural_sample`], deterministic in `seed`."""
+    """`n` GRPOTrainer rows from [`procedural_sample`], deterministic in `seed`. `x0_contrast` < 1 lowers the contrast
+    of x0 only ([`low_contrast`]); x+ and x- are cut from the unchanged image."""
     rng = random.Random(seed)
     rows = []
     for _ in range(n):
@@ -365,7 +375,7 @@ def procedural_rows(
         rows.append(
             {
                 "prompt": user_prompt(format_question(s.question, s.options)),
-                "image": views.full,
+                "image": low_contrast(views.full, x0_contrast),
                 "image_plus": views.plus,
                 "image_minus": views.minus,
                 "answer": s.answer,

@@ -21,7 +21,7 @@ from agentrl_shared.models import _build_once
 from agentrl_shared.offline import cache_dir
 from agentrl_shared.vlm import tiny_qwen25_vl
 
-from .views import LETTERS, PATTERNS, Views, format_question, make_views, procedural_sample
+from .views import LETTERS, PATTERNS, Views, format_question, low_contrast, make_views, procedural_sample
 
 
 logger = logging.getLogger(__name__)
@@ -56,6 +56,7 @@ def iter_task_samples(
     align: int = 1,
     distractors: int = 0,
     crop_context: float = 2.0,
+    x0_contrast: float = 1.0,
 ):
     """Endless procedural questions (fixed option order) with their three views, deterministic in `stream`."""
     rng = random.Random(stream)
@@ -63,6 +64,7 @@ def iter_task_samples(
         s = procedural_sample(rng, image_size=image_size, detail_size=detail_size, cell=cell, shuffle_options=False,
                               colours=colours, align=align, distractors=distractors)  # fmt: skip
         views = make_views(s.image, s.box, crop_context=crop_context, degrade_scale=degrade_scale)
+        views.full = low_contrast(views.full, x0_contrast)
         yield views, format_question(s.question, s.options), s.answer
 
 
