@@ -207,11 +207,11 @@ def panel_scores(scores: dict) -> dict:
     return {names.get(k, k): v for k, v in scores["scores"].items()}
 
 
-def stage_signal(out: Path, device: str, quick: bool, clock: Clock) -> None:
+def stage_signal(out: Path, device: str, quick: bool, clock: Clock, seed: int = 0) -> None:
     task, vlm, plan = (QUICK_TASK, QUICK_VLM, QUICK_PLAN) if quick else (FULL_TASK, FULL_VLM, FULL_PLAN)
     runs = out / "runs"
     arms = ("base", "vad", "sft_x0", "direct")
-    summary = {"task": task, "vlm": vlm, "plan": plan, "device": device, "arms": {}}
+    summary = {"task": task, "vlm": vlm, "plan": plan, "device": device, "seed": seed, "arms": {}}
     if clock.left() < 60:  # not even the model build, the warm start and one evaluation
         for arm in arms:
             summary["arms"][arm] = {"arm": arm, "skipped": "budget", "seconds_left": round(clock.left(), 1)}
@@ -228,7 +228,7 @@ def stage_signal(out: Path, device: str, quick: bool, clock: Clock) -> None:
     work = Path(tempfile.mkdtemp(prefix="vad-gpu-check-"))  # the warm start's weights (not results)
     try:
         say("stage 2: building the tiny VLM")
-        base_path = tiny_vlm(seed=0, **vlm)
+        base_path = tiny_vlm(seed=seed, **vlm)
         processor = AutoProcessor.from_pretrained(base_path, padding_side="left")
         model = Qwen2_5_VLForConditionalGeneration.from_pretrained(base_path).to(device)
         summary["parameters"] = sum(p.numel() for p in model.parameters())
@@ -240,7 +240,7 @@ def stage_signal(out: Path, device: str, quick: bool, clock: Clock) -> None:
             f"trainer.use_cpu={str(not device.startswith('cuda')).lower()}", "trainer.bf16=false",
             f"trainer.per_device_train_batch_size={plan['prompts'] * plan['rollouts']}",
             f"trainer.num_generations={plan['rollouts']}", f"trainer.max_steps={plan['rl_steps']}",
-            f"data.num_train={plan['rl_steps'] * plan['prompts']}", "trainer.seed=0",
+            f"data.num_train={plan['rl_steps'] * plan['prompts']}", f"trainer.seed={seed}",
         ]  # fmt: skip
 
         def evaluate(arm: str, m) -> dict:
@@ -256,7 +256,7 @@ def stage_signal(out: Path, device: str, quick: bool, clock: Clock) -> None:
         started = time.monotonic()
         samples = LazySamples(WARM_START_STREAM, **task)
         say(f"warm start on x+: up to {plan['warm_steps']} steps x {plan['warm_batch']}")
-        torch.manual_seed(0)
+        torch.manual_seed(seed)
         steps = supervised(model, processor, samples, view="plus", steps=plan["warm_steps"],
                            batch_size=plan["warm_batch"], learning_rate=plan["warm_lr"],
                            deadline=time.monotonic() + 0.25 * clock.left())  # fmt: skip
@@ -276,7 +276,7 @@ def stage_signal(out: Path, device: str, quick: bool, clock: Clock) -> None:
                 student = Qwen2_5_VLForConditionalGeneration.from_pretrained(warm).to(device)
                 n = summary["arms"]["vad"].get("steps", plan["rl_steps"]) * plan["prompts"]
                 sft = LazySamples(0, **task)  # the RL arms' row stream (`data.seed` 0)
-                torch.manual_seed(0)
+                torch.manual_seed(seed)
                 done = supervised(student, processor, sft, view="full", steps=max(1, n // plan["warm_batch"]),
                                   batch_size=plan["warm_batch"], learning_rate=plan["sft_lr"],
                                   deadline=started + share)  # fmt: skip
@@ -335,11 +335,11 @@ def plot(out: Path, summary: dict) -> None:
     for j, view in enumerate(("x0", "x+", "x-")):
         ax.bar([i + 0.27 * (j - 1) for i in range(len(arms))], [summary["arms"][a]["panel"].get(view, 0) for a in arms],
                width=0.27, label=view)  # fmt: skip
-    ax.axhline(1 / 3, color="grey", lw=0.8, ls="--")
+    ax.axhline(100 / 3, color="grey", lw=0.8, ls="--")
     ax.set_xticks(range(len(arms)), arms)
-    ax.set_ylim(0, 1)
-    ax.set_ylabel("panel accuracy")
-    ax.set_title(f"VAD x0 signal, sub-patch task ({summary['device']})", fontsize=9)
+    ax.set_ylim(0, 100)
+    ax.set_ylabel("panel accuracy %")
+    ax.set_title(f"VAD x0 signal, sub-patch task ({summary['device']}, seed {summary['seed']})", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(out / "x0_signal.png")
@@ -358,6 +358,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     p.add_argument("--budget-s", type=float, default=420.0, help="hard time budget of the whole run (default 420)")
     p.add_argument("--quick", action="store_true", help="toy sizes on any device (a CPU check of the script)")
+    p.add_argument("--seed", type=int, default=0, help="model init, warm-start and trainer seed of stage 2 (the task "
+                   "panel and the training rows stay fixed; default 0)")  # fmt: skip
     ns = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     clock = Clock(ns.budget_s, margin_s=min(20.0, 0.05 * ns.budget_s))
@@ -369,13 +371,13 @@ def main(argv: list[str] | None = None) -> None:
     if device == "cpu" and not ns.quick:
         say("no CUDA device: the full sizes need a GPU (use --quick for a CPU check of the script)")
     say(f"device {device}, budget {ns.budget_s:.0f} s, quick={ns.quick}, torch {torch.__version__}")
-    write(out, "run.json", {"device": device, "budget_s": ns.budget_s, "quick": ns.quick, "torch": torch.__version__,
+    write(out, "run.json", {"device": device, "budget_s": ns.budget_s, "quick": ns.quick, "seed": ns.seed, "torch": torch.__version__,
                             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})  # fmt: skip
     try:
         stage_divergence(out, device, ns.quick, clock, share_s=0.2 * clock.left())
     except Exception:  # stage 2 still gets its time
         logger.exception("stage 1 (divergence memory) failed")
-    stage_signal(out, device, ns.quick, clock)
+    stage_signal(out, device, ns.quick, clock, ns.seed)
     say(f"done, {clock.left():.0f} s of the budget left")
 
 
