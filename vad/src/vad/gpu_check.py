@@ -236,7 +236,7 @@ def stage_signal(out: Path, device: str, quick: bool, clock: Clock, seed: int = 
 
         overrides = [f"data.{k}={json.dumps(v)}" for k, v in task.items()] + [
             "data.eval_views=[full,plus,minus]", f"data.num_eval={plan['num_eval']}", "data.eval_batch_size=32",
-            "data.x0_contrast=1.0", "trainer.lr_scheduler_type=constant",
+            "data.x0_contrast=1.0", "trainer.lr_scheduler_type=linear",  # as in the filed H200 run (745411c)
             f"trainer.use_cpu={str(not device.startswith('cuda')).lower()}", "trainer.bf16=false",
             f"trainer.per_device_train_batch_size={plan['prompts'] * plan['rollouts']}",
             f"trainer.num_generations={plan['rollouts']}", f"trainer.max_steps={plan['rl_steps']}",
