@@ -30,7 +30,7 @@ export TRANSFORMERS_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 endif
 
-.PHONY: help setup setup-reproduce test test-slow reproduce eval report bench lint data check-paper check-scale gpu-check compare
+.PHONY: help setup setup-reproduce test test-slow reproduce eval report bench lint data check-paper check-scale gpu-check gpu-smoke compare
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -94,6 +94,12 @@ report: check-paper setup  ## regenerate a paper's README results table and curv
 gpu-check: SCALE = paper
 gpu-check: check-scale setup  ## on a GPU node: SDAR and GRPO, 2 steps each, vLLM colocate + ZeRO-3; stage times, MFU
 	$(RUN) python -m sdar.gpu_check
+
+gpu-smoke: setup-reproduce  ## on one GPU, no vLLM/DeepSpeed: each GRPO trainer's smoke on CUDA in bf16, then vad.gpu_check
+	@for p in sdar agentopsd envace skillrise; do \
+	  $(REPRO_RUN) python -m $$p.cli train --config smoke trainer.use_cpu=false trainer.bf16=true \
+	    trainer.output_dir=runs/gpu-smoke/$$p || exit 1; done
+	$(REPRO_RUN) python -m vad.gpu_check --output runs/vad/gpu_check
 
 bench: setup  ## side-by-side speed ratios; writes bench-results.json
 	$(RUN) python -m sdar.bench

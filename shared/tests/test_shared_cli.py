@@ -106,3 +106,28 @@ def test_help_flags_and_error_line_read_a_command_line():
     assert help_flags(main, "reproduce") == {"--scale", "--seeds", "--output"}
     assert help_flags(main, "report") == {"--runs", "--readme"}
     assert error_line(main, ["reproduce", "--seeds", "x"]).startswith("pkg: --seeds 'x' is not")
+
+
+def test_two_rank_launch_that_times_out_kills_its_ranks(tmp_path):
+    """A hung 2-process test must not leave its ranks running (they would hold the cores for the rest of the run)."""
+    import time
+
+    import psutil
+
+    from agentrl_shared.smoke import launch_two_ranks
+
+    script = tmp_path / "hang.py"
+    script.write_text(
+        "import os, sys, time\n"
+        "open(os.path.join(sys.argv[1], 'pid' + os.environ['RANK']), 'w').write(str(os.getpid()))\n"
+        "time.sleep(600)\n"
+    )
+    with pytest.raises(pytest.fail.Exception, match="did not finish in 30s"):
+        launch_two_ranks(tmp_path / "out", [str(script), str(tmp_path)], timeout=30, deepspeed=False)
+    time.sleep(1)
+    for rank in (0, 1):
+        pid = int((tmp_path / f"pid{rank}").read_text())
+        try:  # gone, or a zombie waiting to be reaped by whoever adopted it
+            assert psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, f"rank {rank} (pid {pid}) still runs"
+        except psutil.NoSuchProcess:
+            pass

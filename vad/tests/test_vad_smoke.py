@@ -139,3 +139,21 @@ def test_loss_chunking_and_vllm_importance_sampling(tmp_path):
         inputs["importance_sampling_ratio"] = torch.full_like(inputs["completion_mask"], 0.5, dtype=torch.float32)
         torch.testing.assert_close(trainer._compute_loss(model, inputs), 0.5 * full)
     assert full.item() >= 0.0
+
+
+def test_report_reads_only_filed_run_records(tmp_path):
+    """Other JSON files under the results folder (the GPU check's) are not run records: `report` skips them."""
+    from vad.report import report
+
+    results = tmp_path / "results"
+    record = {"row": "vad", "model": "m", "config": "c", "seed": 0, "commit": "abc", "scores": {"procedural": 50.0},
+              "details": {}, "log_history": []}  # fmt: skip
+    (results / "c").mkdir(parents=True)
+    (results / "c" / "vad_seed0.json").write_text(json.dumps(record))
+    (results / "gpu_check" / "seed0").mkdir(parents=True)
+    (results / "gpu_check" / "seed0" / "x0_signal.json").write_text(json.dumps({"arms": {}}))
+    (results / "gpu_check" / "seed0" / "arm_vad_seed0.json").write_text(json.dumps({"arm": "vad"}))
+    readme = tmp_path / "README.md"
+    readme.write_text("# x\n<!-- results:start -->\n<!-- results:end -->\n")
+    report([], results, readme)
+    assert "| procedural | m (c) | vad | 50.00 +- 0.00 (n=1) |" in readme.read_text()

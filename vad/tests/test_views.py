@@ -112,6 +112,22 @@ def test_procedural_distractors_away_from_the_patch():
         views.procedural_sample(random.Random(0), image_size=112, detail_size=28, cell=14, align=28, distractors=12)
 
 
+def test_x0_contrast_lowers_x0_only():
+    """`x0_contrast` pulls x0 toward mid-grey and leaves x+ and x- (cut from the unchanged image) as they were; the
+    texture stays in x0 (its two colours remain distinct) and the same rows come out otherwise."""
+    task = {"image_size": 112, "detail_size": 28, "cell": 14, "align": 28, "distractors": 6,
+            "colours": ["black", "white"], "shuffle_options": False, "crop_context": 3.0, "degrade_scale": 0.036}  # fmt: skip
+    clean, low = views.procedural_rows(20, seed=3, **task), views.procedural_rows(20, seed=3, x0_contrast=0.1, **task)
+    for a, b in zip(clean, low, strict=True):
+        assert a["answer"] == b["answer"] and a["prompt"] == b["prompt"]
+        assert np.array_equal(np.asarray(a["image_plus"]), np.asarray(b["image_plus"]))
+        assert np.array_equal(np.asarray(a["image_minus"]), np.asarray(b["image_minus"]))
+        x0, x0_low = np.asarray(a["image"]).astype(int), np.asarray(b["image"]).astype(int)
+        assert np.abs(x0_low - np.rint(128 + 0.1 * (x0 - 128))).max() == 0
+        assert x0_low.min() >= 116 and x0_low.max() <= 140 and len(np.unique(x0_low)) > 2
+    assert views.low_contrast(clean[0]["image"], 1.0) is clean[0]["image"]
+
+
 def _flat_tokens(image: np.ndarray, n: int) -> list[tuple[int, int]]:
     """(row, column) of the 28 px tokens of an n x n-token image filled with the flat black or white of the patch."""
     tokens = image.reshape(n, 28, n, 28, 3)

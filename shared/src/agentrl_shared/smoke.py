@@ -66,10 +66,21 @@ def launch_two_ranks(out: Path, script_args: list[str], timeout: int = 1200, dee
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
                str(free_port()), *script_args]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"2-process run did not finish in {timeout}s:\n{(exc.stderr or b'')[-3000:]}")
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        # torch's elastic launcher starts each rank in a session of its own: kill the whole process tree, or the
+        # ranks would outlive the test, holding their cores and memory (and the pipes `communicate` reads).
+        import psutil
+
+        tree = [proc, *psutil.Process(proc.pid).children(recursive=True)]
+        for p in tree:
+            with contextlib.suppress(psutil.NoSuchProcess, ProcessLookupError):
+                p.kill()
+        stdout, stderr = proc.communicate()
+        pytest.fail(f"2-process run did not finish in {timeout}s:\n{stderr[-3000:]}")
+    return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
 
 
 def help_flags(main: Callable[[list[str]], None], command: str) -> set[str]:
@@ -95,4 +106,11 @@ def error_line(main: Callable[[list[str]], None], argv: list[str]) -> str:
     raise AssertionError(f"{argv} did not fail")
 
 
-__all__ = ["changed_parameters", "error_line", "help_flags", "zero3_single_process_env"]
+__all__ = [
+    "changed_parameters",
+    "error_line",
+    "free_port",
+    "help_flags",
+    "launch_two_ranks",
+    "zero3_single_process_env",
+]

@@ -108,7 +108,8 @@ def train_dataset(data: DataConfig):
     }
     if data.name == "procedural":
         task = {"image_size": data.image_size, "detail_size": data.detail_size, "cell": data.cell,
-                "align": data.align, "distractors": data.distractors, "shuffle_options": data.shuffle_options, "colours": data.colours}  # fmt: skip
+                "align": data.align, "distractors": data.distractors, "shuffle_options": data.shuffle_options, "colours": data.colours,
+                "x0_contrast": data.x0_contrast}  # fmt: skip
         return Dataset.from_list(procedural_rows(data.num_train, seed=data.seed, **task, **views))
     path = data.path or data_root() / "vision_opd"
     return load_vision_opd(path, limit=data.num_train if data.num_train > 0 else None, **views)
@@ -122,14 +123,14 @@ def procedural_items(data: DataConfig, root: Path, view: str = "full"):
     import random
 
     from .benchmarks import EvalItem
-    from .views import format_question, make_views, procedural_sample
+    from .views import format_question, low_contrast, make_views, procedural_sample
 
     rng = random.Random(10_000 + data.seed)
     for i in range(data.num_eval):
         s = procedural_sample(rng, image_size=data.image_size, detail_size=data.detail_size, cell=data.cell,
                               shuffle_options=data.shuffle_options, colours=data.colours, align=data.align,
                               distractors=data.distractors)  # fmt: skip
-        image = s.image
+        image = low_contrast(s.image, data.x0_contrast)
         if view != "full":
             views = make_views(s.image, s.box, crop_context=data.crop_context, degrade_scale=data.degrade_scale,
                                minus_framing=data.minus_framing)  # fmt: skip
@@ -240,16 +241,19 @@ def build_trainer(cfg: dict, trainer_cls: type | None = None):
     return (trainer_cls or VADTrainer)(path, args=args, train_dataset=dataset, processing_class=processor)
 
 
-def train(cfg: dict, output: str) -> dict:
+def train(cfg: dict, output: str, callbacks: list | None = None) -> dict:
     """Train one row, evaluate the trained student, write `result.json` (rank 0); returns the record (or {}).
 
-    The run is filed under the row its switches define (`config.row_label`), whatever asked for it.
+    The run is filed under the row its switches define (`config.row_label`), whatever asked for it. `callbacks`:
+    extra `transformers.TrainerCallback`s (e.g. `vad.gpu_check`'s time budget).
     """
     args: VADConfig = cfg["trainer"]
     row = row_label(args, cfg["data"].minus_framing)
     out = run_dir(output, cfg, row)
     args.output_dir = str(out / "trainer")
     trainer = build_trainer(cfg)
+    for callback in callbacks or []:
+        trainer.add_callback(callback)
     processor = trainer.processing_class
     is_main = trainer.accelerator.is_main_process
     if is_main:

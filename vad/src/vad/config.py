@@ -174,6 +174,9 @@ class DataConfig:
             pair per question.
         eval_views (`list[str]`): procedural panel views evaluated: `full` (x0, the score `procedural`), `plus`
             (x+, `procedural_x+`) and `minus` (x-, `procedural_x-`); the last two show what the views carry.
+        x0_contrast (`float`): procedural x0 only: its pixels pulled toward mid-grey, 128 + c (p - 128) (1: unchanged;
+            x+ and x- are cut from the unchanged image; a CPU-scale stand-in for the detail lost when a large image is
+            shrunk to the model's input, README Deviation 11).
         crop_context (`float`): x+ window = `crop_context` x the evidence box (UNCERTAIN, Sec. 3.1).
         degrade_scale (`float`): x- downsampling factor. Paper: 0.1.
         minus_framing (`str`): `crop` (x+ framing, evidence pixelated; default) or `full` (UNCERTAIN, Sec. 3.1).
@@ -204,6 +207,7 @@ class DataConfig:
     shuffle_options: bool = True
     colours: list[str] | None = None
     eval_views: list[str] = field(default_factory=lambda: ["full"])
+    x0_contrast: float = 1.0
     crop_context: float = 2.0
     degrade_scale: float = 0.1
     minus_framing: str = "crop"
@@ -241,6 +245,8 @@ class DataConfig:
                 f"data.align {self.align} must be between 1 and data.image_size - data.detail_size "
                 f"({self.image_size - self.detail_size})."
             )
+        if not 0 < self.x0_contrast <= 1:
+            raise ValueError(f"data.x0_contrast {self.x0_contrast} must be in (0, 1] (1: x0 unchanged).")
         if self.distractors and self.align == 1:
             raise ValueError("data.distractors needs the patch on a grid: set data.align > 1 (e.g. data.detail_size).")
         for view in self.eval_views:

@@ -57,7 +57,8 @@ def _signal(recs: list[dict], key: str) -> str:
 def report(runs: list[Path], results: Path, readme: Path) -> str:
     """File `runs` into `results`, rebuild the README block `results` and `results/<config>/curves.png`."""
     filed = file_runs(runs, results)
-    records = [json.loads(p.read_text()) for p in sorted(results.rglob("*.json"))]
+    # only the filed run records (`<config>/<row>_seed<s>.json`; other folders such as gpu_check/ hold other files)
+    records = [json.loads(p.read_text()) for p in sorted(results.glob("*/*_seed*.json"))]
     logger.info("filed %d run(s); %d result file(s) under %s", filed, len(records), results)
     header = ["Benchmark", "Model", "Row", "Paper", "Ours (mean +- std, n seeds)", "commit"]
     rows, used = [], set()

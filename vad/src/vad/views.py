@@ -319,16 +319,28 @@ def procedural_sample(
             raise ValueError(f"{distractors} distractors do not fit the {len(grid)} free grid cells; use fewer.")
         for x, y in rng.sample(grid, distractors):
             draw.rectangle((x, y, x + detail_size - 1, y + detail_size - 1), fill=COLOURS[rng.choice((c1, c2))])
-    fill = PATTERNS[pattern]
-    for dy in range(detail_size):
-        for dx in range(detail_size):
-            img.putpixel((x0 + dx, y0 + dy), COLOURS[c2] if fill(dx, dy, cell) else COLOURS[c1])
+    fill = PATTERNS[pattern]  # constant on each cell: draw the patch cell by cell
+    patch = Image.new("RGB", (detail_size, detail_size), COLOURS[c1])
+    cells = ImageDraw.Draw(patch)
+    for dy in range(0, detail_size, cell):
+        for dx in range(0, detail_size, cell):
+            if fill(dx, dy, cell):
+                cells.rectangle((dx, dy, dx + cell - 1, dy + cell - 1), fill=COLOURS[c2])
+    img.paste(patch, (x0, y0))
     options = list(PATTERNS)
     if shuffle_options:
         rng.shuffle(options)
     question = f"What texture fills the small {c1} and {c2} square in the image?"
     box = (x0, y0, x0 + detail_size, y0 + detail_size)
     return ProceduralSample(img, box, question, options, LETTERS[options.index(pattern)])
+
+
+def low_contrast(image: Image.Image, contrast: float) -> Image.Image:
+    """Pixels pulled toward mid-grey: 128 + contrast * (p - 128), rounded (the procedural x0's stand-in for the detail
+    a large image loses when shrunk to the model's input; 1 returns the image itself)."""
+    if contrast == 1.0:
+        return image
+    return image.point(lambda p: round(128 + contrast * (p - 128)))
 
 
 def format_question(question: str, options: list[str]) -> str:
@@ -348,9 +360,11 @@ def procedural_rows(
     colours: list[str] | None = None,
     align: int = 1,
     distractors: int = 0,
+    x0_contrast: float = 1.0,
     **view_kwargs,
 ) -> list:
-    """`n` GRPOTrainer rows from [`procedural_sample`], deterministic in `seed`."""
+    """`n` GRPOTrainer rows from [`procedural_sample`], deterministic in `seed`. `x0_contrast` < 1 lowers the contrast
+    of x0 only ([`low_contrast`]); x+ and x- are cut from the unchanged image."""
     rng = random.Random(seed)
     rows = []
     for _ in range(n):
@@ -361,7 +375,7 @@ def procedural_rows(
         rows.append(
             {
                 "prompt": user_prompt(format_question(s.question, s.options)),
-                "image": views.full,
+                "image": low_contrast(views.full, x0_contrast),
                 "image_plus": views.plus,
                 "image_minus": views.minus,
                 "answer": s.answer,
