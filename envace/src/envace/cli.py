@@ -307,7 +307,7 @@ def reproduce(scale: str, seeds: list[int], overrides: list[str], output: Path) 
         for _, seed, method, run in pending_runs(output, "cpu", seeds, list(plan)):
             kind, tts, policy = plan[method]
             # every method starts from the same policy: the warm-started model when the config has a warm start
-            start = {"envace": "envace", "untrained": "warmstart" if warm else None, None: None}[policy]
+            start = {"envace": "envace", "untrained": "warmstart" if warm else None}[policy]
             model = [f"model.name_or_path={output / 'cpu' / start / f'seed{seed}' / 'final'}"] if start else []
             cfg = load(CPU_CONFIG, [*(kind if isinstance(kind, list) else []), *overrides, *model,
                                     f"trainer.seed={seed}", f"trainer.output_dir={run}"])  # fmt: skip
