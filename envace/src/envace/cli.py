@@ -299,18 +299,18 @@ def reproduce(scale: str, seeds: list[int], overrides: list[str], output: Path) 
     results into `envace/results/` and rebuilds the README tables."""
     if scale == "cpu":
         warm = load(CPU_CONFIG, overrides)["warmstart"].num_tasks > 0
-        plan = {"warmstart": ("warmstart", "none", None)} if warm else {}
-        plan |= {"untrained": ("eval", "none", "untrained")}
-        plan |= {m: (extra, "none", "untrained") for m, extra in CPU_METHODS.items()}
-        plan |= {f"{name}_{policy}": ("eval", mode, policy) for name, mode in CPU_TTS.items()
-                 for policy in ("untrained", "envace")}  # fmt: skip
+        # method -> (kind, its overrides, test-time rehearsal, the run whose final checkpoint it starts from); every
+        # method starts from the same policy: the warm-started model when the config has a warm start
+        base = "warmstart" if warm else None
+        plan = {"warmstart": ("warmstart", [], "none", None)} if warm else {}
+        plan |= {"untrained": ("eval", [], "none", base)}
+        plan |= {m: ("train", extra, "none", base) for m, extra in CPU_METHODS.items()}
+        plan |= {f"{name}_{policy}": ("eval", [], mode, {"untrained": base, "envace": "envace"}[policy])
+                 for name, mode in CPU_TTS.items() for policy in ("untrained", "envace")}  # fmt: skip
         for _, seed, method, run in pending_runs(output, "cpu", seeds, list(plan)):
-            kind, tts, policy = plan[method]
-            # every method starts from the same policy: the warm-started model when the config has a warm start
-            start = {"envace": "envace", "untrained": "warmstart" if warm else None}[policy]
+            kind, extra, tts, start = plan[method]
             model = [f"model.name_or_path={output / 'cpu' / start / f'seed{seed}' / 'final'}"] if start else []
-            cfg = load(CPU_CONFIG, [*(kind if isinstance(kind, list) else []), *overrides, *model,
-                                    f"trainer.seed={seed}", f"trainer.output_dir={run}"])  # fmt: skip
+            cfg = load(CPU_CONFIG, [*extra, *overrides, *model, f"trainer.seed={seed}", f"trainer.output_dir={run}"])
             if kind == "warmstart":
                 warm_start(cfg, method)
             elif kind == "eval":
