@@ -1,7 +1,9 @@
 """Launched by test_envace_multirank.py on 2 CPU processes (DDP over gloo): one EnvACE rollout and optimizer step
-through `envace.cli.train` with scripted generation (`scripted.ScriptedPolicy`). Rank 1's answers are garbage half of
-the time, so its episodes end early and the ranks collect different numbers of rows. Each rank saves the rows it
-collected, its micro-batches and its parameters after the step; rank 0 also writes `results.json`.
+through `envace.cli.train` with scripted generation (`scripted.ScriptedPolicy`) on single-turn tasks
+(`env.max_task_turns=1`, at most 3 rows per episode, 4 episodes per rank). Garbage answers (rank 0: 40%, rank 1: 70%)
+end episodes early: the ranks collect different numbers of rows (10 and 6 with these seeds) and rewards vary within
+groups, so the advantages and the gradient are non-zero. Each rank saves the rows it collected, its micro-batches and
+its parameters after the step; rank 0 also writes `results.json`.
 """
 
 import os
@@ -20,7 +22,9 @@ from envace.data import generate_tasks  # noqa: E402
 
 
 OUT, RANK = Path(sys.argv[1]), int(os.environ["RANK"])
-TASKS = generate_tasks(8, seed=0) + generate_tasks(4, seed=1_000_000)  # smoke.yaml: train and eval tasks
+GARBAGE = [0.4, 0.7]  # per rank
+# smoke.yaml's train and eval tasks, single-turn (env.max_task_turns=1 below)
+TASKS = generate_tasks(8, seed=0, max_turns=1) + generate_tasks(4, seed=1_000_000, max_turns=1)
 
 
 class RecordingTrainer(envace.trainer.EnvACETrainer):
@@ -47,9 +51,11 @@ class RecordingTrainer(envace.trainer.EnvACETrainer):
 
 envace.trainer.EnvACETrainer = RecordingTrainer
 envace.trainer.trainer_generate_fn = lambda trainer: ScriptedPolicy(
-    trainer.processing_class, TASKS, garbage=0.0 if RANK == 0 else 0.5, seed=RANK
+    trainer.processing_class, TASKS, garbage=GARBAGE[RANK], seed=RANK
 )
-cfg = load("smoke", [f"trainer.output_dir={OUT}", "trainer.max_steps=1", "env.eval_episodes=2"])
+cfg = load(
+    "smoke", [f"trainer.output_dir={OUT}", "trainer.max_steps=1", "env.eval_episodes=2", "env.max_task_turns=1"]
+)
 train(cfg, "two_ranks")
 model = RecordingTrainer.instance.accelerator.unwrap_model(RecordingTrainer.instance.model)
 torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, OUT / f"rank{RANK}_params.pt")
