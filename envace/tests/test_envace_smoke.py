@@ -14,7 +14,7 @@ from scripted import ScriptedPolicy
 
 import envace.trainer
 from agentrl_shared.models import tiny_qwen3
-from agentrl_shared.smoke import changed_parameters, zero3_single_process_env
+from agentrl_shared.smoke import changed_parameters, zero3_single_process
 from envace.cli import main
 from envace.data import generate_tasks
 
@@ -49,9 +49,9 @@ def test_cli_trains_two_steps_and_moves_every_parameter(tmp_path, scripted_gener
 
 
 @pytest.fixture
-def zero3_env(monkeypatch):
-    for key, value in zero3_single_process_env().items():
-        monkeypatch.setenv(key, value)
+def zero3_env():
+    with zero3_single_process():
+        yield
 
 
 @pytest.mark.slow  # not yet timed on an idle machine (README, deviation 8)

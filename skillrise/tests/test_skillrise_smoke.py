@@ -10,7 +10,7 @@ from importlib.resources import files
 import pytest
 
 from agentrl_shared.models import tiny_qwen3
-from agentrl_shared.smoke import changed_parameters, zero3_single_process_env
+from agentrl_shared.smoke import changed_parameters, zero3_single_process
 from skillrise.cli import main
 
 
@@ -39,9 +39,9 @@ def test_cli_rejects_bad_values_in_one_line(tmp_path):
 
 
 @pytest.fixture
-def zero3_env(monkeypatch):
-    for key, value in zero3_single_process_env().items():
-        monkeypatch.setenv(key, value)
+def zero3_env():
+    with zero3_single_process():
+        yield
 
 
 def test_cli_trains_under_deepspeed_zero3(tmp_path, zero3_env):

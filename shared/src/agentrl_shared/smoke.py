@@ -39,10 +39,27 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def zero3_single_process_env() -> dict[str, str]:
-    """The variables `accelerate launch` sets for one DeepSpeed process, on a free local port."""
-    return {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
-            "ACCELERATE_USE_DEEPSPEED": "true"}  # fmt: skip
+@contextlib.contextmanager
+def zero3_single_process():
+    """Inside: the variables `accelerate launch` sets for one DeepSpeed process, on a free local port. On exit: the
+    previous environment, and transformers' global DeepSpeed config cleared. A ZeRO-3 run leaves that config set for as
+    long as its training arguments live, and every later `from_pretrained` in the process would then build the model
+    under `deepspeed.zero.Init` (which needs `LOCAL_RANK`)."""
+    from transformers.integrations.deepspeed import unset_hf_deepspeed_config
+
+    env = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
+           "ACCELERATE_USE_DEEPSPEED": "true"}  # fmt: skip
+    before = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        unset_hf_deepspeed_config()
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key)
+            else:
+                os.environ[key] = value
 
 
 def launch_two_ranks(out: Path, script_args: list[str], timeout: int = 1200, deepspeed: bool = True) -> subprocess.CompletedProcess:  # fmt: skip
@@ -112,5 +129,5 @@ __all__ = [
     "free_port",
     "help_flags",
     "launch_two_ranks",
-    "zero3_single_process_env",
+    "zero3_single_process",
 ]
