@@ -2,6 +2,7 @@
 one-line configuration errors, one log file per run."""
 
 import logging
+import os
 
 import pytest
 
@@ -131,3 +132,18 @@ def test_two_rank_launch_that_times_out_kills_its_ranks(tmp_path):
             assert psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, f"rank {rank} (pid {pid}) still runs"
         except psutil.NoSuchProcess:
             pass
+
+
+def test_zero3_single_process_restores_the_environment_and_clears_the_deepspeed_config(monkeypatch):
+    from transformers.integrations import HfDeepSpeedConfig, is_deepspeed_zero3_enabled
+
+    from agentrl_shared.smoke import zero3_single_process
+
+    monkeypatch.setenv("RANK", "7")
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    with zero3_single_process():
+        assert [os.environ[k] for k in ("RANK", "LOCAL_RANK", "ACCELERATE_USE_DEEPSPEED")] == ["0", "0", "true"]
+        config = HfDeepSpeedConfig({"zero_optimization": {"stage": 3}, "train_micro_batch_size_per_gpu": 1})
+        assert is_deepspeed_zero3_enabled()  # what a ZeRO-3 run leaves behind while its arguments live
+    assert config is not None and not is_deepspeed_zero3_enabled()
+    assert os.environ["RANK"] == "7" and "LOCAL_RANK" not in os.environ
