@@ -305,8 +305,8 @@ def reproduce(scale: str, seeds: list[int], overrides: list[str], output: Path) 
         plan = {"warmstart": ("warmstart", [], "none", None)} if warm else {}
         plan |= {"untrained": ("eval", [], "none", base)}
         plan |= {m: ("train", extra, "none", base) for m, extra in CPU_METHODS.items()}
-        plan |= {f"{name}_{policy}": ("eval", [], mode, {"untrained": base, "envace": "envace"}[policy])
-                 for name, mode in CPU_TTS.items() for policy in ("untrained", "envace")}  # fmt: skip
+        plan |= {f"{name}_{policy}": ("eval", [], mode, start) for name, mode in CPU_TTS.items()
+                 for policy, start in (("untrained", base), ("envace", "envace"))}  # fmt: skip
         for _, seed, method, run in pending_runs(output, "cpu", seeds, list(plan)):
             kind, extra, tts, start = plan[method]
             model = [f"model.name_or_path={output / 'cpu' / start / f'seed{seed}' / 'final'}"] if start else []
