@@ -19,12 +19,14 @@ DATASETS = ("procedural", "vision_opd")
 EVAL_BACKENDS = ("hf", "openai", "vllm")
 EVAL_VIEWS = {"full": "procedural", "plus": "procedural_x+", "minus": "procedural_x-"}  # view -> score name
 # Every row of the paper's tables as the trainer switches that define it (Tab. 1 main, Tab. 2 target ablation at 4B,
-# Tab. 3 held-out, Tab. 4 divergence). `base` is the untrained model (evaluation only).
+# Tab. 3 held-out, Tab. 4 divergence). `base` is the untrained model (evaluation only). `direct_fkl` (no paper row)
+# is `direct` with the forward KL of the `vad_fkl` row: the CPU learning check's pair (README Deviation 11).
 ROWS = {
     "base": None,
     "vad": {},
     "vad_noreg": {"reg_weight": 0.0},
     "direct": {"target": "direct", "reg_weight": 0.0},
+    "direct_fkl": {"target": "direct", "reg_weight": 0.0, "divergence": "fkl"},
     "scalar": {"target": "scalar", "reg_weight": 0.0},
     "one_sided": {"target": "one_sided", "reg_weight": 0.0},
     "one_sided_reg": {"target": "one_sided"},
