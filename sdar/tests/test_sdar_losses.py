@@ -5,13 +5,12 @@ import math
 import pytest
 import torch
 
+from agentrl_shared.trainer import grpo_row_advantages, row_rewards
 from sdar.losses import (
     dual_clip_policy_loss,
     gate_statistics,
     gated_distillation_loss,
-    grpo_row_advantages,
     k3_kl,
-    row_rewards,
     step_loss,
 )
 

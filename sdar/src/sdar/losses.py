@@ -1,52 +1,16 @@
 """SDAR's equations as pure tensor functions (paper arXiv 2605.15155 section 3; official code ZJU-REAL/SDAR@8b85c23).
 
-- `row_rewards`: R_row = R_episode - coef * 1[invalid(row)] (verl-agent `apply_invalid_action_penalty`).
-- `grpo_row_advantages`: verl-agent GRPO over turn-rows grouped by `uid`, unbiased std, eps 1e-6
-  (`core_algos.compute_grpo_outcome_advantage`).
 - `gated_distillation_loss`: the SDAR term, token-mean of g * (l_T - l_S) with g = sg(sigmoid(beta * (l_T - sg(l_S))))
   (`verl/trainer/ppo/sdar_utils.py`).
 - `step_loss`: one micro-batch's share of an optimizer step's total actor loss, L = pg - c_ent H + c_KL k3 + lambda
   L_SDAR, every term summed over tokens and divided by the step's global token count.
 - `gate_statistics`: the logged `sdar/*` metrics.
+
+The row rewards and GRPO row advantages SDAR keeps from verl-agent are `agentrl_shared.trainer`'s.
 """
 
 import torch
 from torch import Tensor
-
-
-def row_rewards(episode_returns: Tensor, is_action_valid: Tensor, *, penalty_coef: float) -> Tensor:
-    """Per-row reward: the episode return on every row, minus `penalty_coef` on rows whose action was invalid.
-
-    Args:
-        episode_returns: (N,) the return of each row's episode (e.g. 10 * won on ALFWorld).
-        is_action_valid: (N,) bool.
-    """
-    return episode_returns - penalty_coef * (~is_action_valid.bool()).to(episode_returns.dtype)  # (N,)
-
-
-def grpo_row_advantages(rewards: Tensor, group_ids: Tensor, *, eps: float = 1e-6) -> Tensor:
-    """verl-agent GRPO advantage over rows: A = (r - mean_g) / (std_g + eps) within each group id.
-
-    Statistics run over all rows that share a group id (every turn of every episode of a task), with the unbiased
-    (Bessel-corrected) std, as verl's `compute_grpo_outcome_advantage` with `compute_mean_std_cross_steps=True`. A
-    group with a single row uses mean 0 and std 1 (verl's convention), so its advantage is r / (1 + eps).
-
-    Args:
-        rewards: (N,) float per-row rewards.
-        group_ids: (N,) int group ids.
-    Returns:
-        (N,) advantages.
-    """
-    advantages = torch.empty_like(rewards)
-    for g in torch.unique(group_ids):
-        idx = group_ids == g
-        r = rewards[idx]  # (n_g,)
-        if r.numel() == 1:
-            mean, std = torch.zeros((), dtype=r.dtype), torch.ones((), dtype=r.dtype)
-        else:
-            mean, std = r.mean(), r.std(unbiased=True)
-        advantages[idx] = (r - mean) / (std + eps)
-    return advantages
 
 
 def gated_distillation_loss(student_logps: Tensor, teacher_logps: Tensor, mask: Tensor, *, gate_beta: float = 5.0):

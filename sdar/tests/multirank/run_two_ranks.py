@@ -74,7 +74,8 @@ cfg = load(
         "trainer.max_completion_length=4",
         "env.max_turns=3",
         "env.eval_episodes=3",
-        "env.eval_every=0",
+        "env.eval_every=1",  # the evaluation falls on the last rollout (every paper config ends on one)
+        "env.eval_before_train=false",
     ],
 )
 train(cfg, "two_ranks")

@@ -7,8 +7,8 @@ counts its schedules in those steps, while a rollout's rows make ceil(rows / min
 `GroupedTaskSampler` (one long epoch of task groups, so gradient-accumulation boundaries never shift), the
 learning-rate factor over rollouts (`rollout_lr_factor`) and the callback that stops after `num_rollouts` and keeps
 the rollout count in checkpoints (`RolloutCadence`). The trainer sets `rollout_finished` on the optimizer step that
-uses a rollout's last micro-batch, counts `rollouts_done` and writes its console line in `log_rollout_line()`. (The
-sdar package holds the same three in its trainer.)
+uses a rollout's last micro-batch, counts `rollouts_done` and writes its console line in `log_rollout_line()`. `agentrl_shared.trainer.MultiTurnGRPOTrainer` is the trainer that uses
+them.
 """
 
 import json
@@ -63,12 +63,15 @@ class RolloutCadence(TrainerCallback, ExportableState):
     """Ends training after `num_rollouts` rollouts (at the optimizer step that finishes the last one); one console
     line per rollout, every logged metric to `<output_dir>/metrics.jsonl` (and to `report_to`, by TRL).
 
-    The rollout count is saved in every checkpoint's `trainer_state.json` and restored on resume, so a resumed run
-    continues the rollout-counted LR schedule and group ids and stops after `num_rollouts` rollouts in all (the HF
-    loop skips the data batches of the optimizer steps already taken)."""
+    A save that HF's `save_steps` makes due inside a rollout happens at that rollout's end; the last rollout is always
+    saved (unless `save_strategy="no"`). The rollout count is saved in every checkpoint's `trainer_state.json` and
+    restored on resume, so a resumed run continues the rollout-counted LR schedule and group ids and stops after
+    `num_rollouts` rollouts in all (the HF loop skips the data batches of the optimizer steps already taken, so the
+    sampler resumes at the same task group; HF restores each rank's RNG states)."""
 
     def __init__(self, trainer):
         self.trainer = trainer
+        self.save_pending = False
 
     def state(self) -> dict:
         return {"args": {}, "attributes": {"rollouts_done": self.trainer.rollouts_done}}
@@ -86,12 +89,19 @@ class RolloutCadence(TrainerCallback, ExportableState):
 
     def on_step_end(self, args, state, control, **kwargs):
         t = self.trainer
-        if t.rollout_finished:
-            t.log_rollout_line()
-            if t.rollouts_done >= args.num_rollouts:
-                control.should_training_stop = True
-        else:  # checkpoints only between rollouts: the rest of a rollout's micro-batches is not in a checkpoint
+        if not t.rollout_finished:
+            # checkpoints only between rollouts (the rest of a rollout's micro-batches is in no checkpoint): a save
+            # that falls due inside a rollout is deferred to that rollout's end, never dropped
+            self.save_pending |= control.should_save
             control.should_save = False
+            return
+        t.log_rollout_line()
+        if self.save_pending:
+            control.should_save, self.save_pending = True, False
+        if t.rollouts_done >= args.num_rollouts:
+            control.should_training_stop = True
+            # the last finished rollout is always in a checkpoint when the run saves at all
+            control.should_save = control.should_save or args.save_strategy != "no"
 
 
 __all__ = ["GroupedTaskSampler", "RolloutCadence", "rollout_lr_factor"]

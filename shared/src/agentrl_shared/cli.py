@@ -102,6 +102,93 @@ def load_panel(env) -> tuple[list[dict], list[int]]:
     return tasks, [env.seed_offset_eval + s for s in env.eval_seeds]
 
 
+# ------------------------------------------------------------------------------------------------------- run loop
+
+
+def run_training(
+    trainer,
+    evaluate: Callable[[object], dict],
+    describe: Callable[[dict], str],
+    out: Path,
+    *,
+    eval_every: int,
+    eval_before_train: bool,
+    resume_from_checkpoint: str | bool | None = None,
+) -> dict:
+    """The one run loop: train -> an evaluation every `eval_every` rollouts -> the final evaluation -> results.
+
+    Every evaluation runs on every rank (their generation is collective) and every rank keeps the same curve, so
+    every rank takes the same branch at the end: the last rollout's evaluation is reused when it ran, otherwise
+    every rank runs the final one. `evaluate(trainer)` returns the panel summary (the same on every rank);
+    `describe(summary)` is its console line. The main process appends each point to `<out>/eval_curve.jsonl`; a
+    resumed run keeps the points logged before its checkpoint. Returns `{"curve", "final", "train_seconds"}`.
+    """
+    import time
+
+    from transformers import TrainerCallback
+
+    curve_path = out / "eval_curve.jsonl"
+    curve: list[dict] = []
+    if trainer.accelerator.is_main_process and curve_path.exists():
+        if resume_from_checkpoint:
+            curve = [json.loads(line) for line in curve_path.read_text().splitlines() if line.strip()]
+        else:
+            curve_path.unlink()
+    curve = trainer._all_ranks(curve)[0]  # rank 0's file, on every rank
+
+    def point() -> dict:
+        summary = evaluate(trainer)
+        entry = {"step": trainer.state.global_step, "rollouts": trainer.rollouts_done, **summary}
+        curve.append(entry)
+        if trainer.accelerator.is_main_process:
+            append_jsonl(curve_path, entry)
+            logger.info(f"eval after {trainer.rollouts_done} rollouts: {describe(summary)}")
+        return entry
+
+    class PanelEvaluation(TrainerCallback):
+        """An evaluation after every `eval_every`-th rollout (verl `trainer.test_freq`), on every rank."""
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if eval_every and trainer.rollout_finished and trainer.rollouts_done % eval_every == 0:
+                point()
+
+    trainer.add_callback(PanelEvaluation())
+    t0 = time.perf_counter()
+    if eval_every and eval_before_train and not resume_from_checkpoint:
+        point()
+    trainer.train(resume_from_checkpoint=resume_from_checkpoint)
+    train_s = time.perf_counter() - t0
+    # the curve is the same on every rank, so every rank takes the same branch here (no lone evaluation)
+    final = curve[-1] if curve and curve[-1]["rollouts"] == trainer.rollouts_done else point()
+    return {
+        "curve": curve,
+        "final": {k: v for k, v in final.items() if k not in ("step", "rollouts")},
+        "train_seconds": train_s,
+    }
+
+
+def training_payload(trainer, cfg: dict, resolved: dict, method: str, eval_seeds: list[int], run: dict) -> dict:
+    """The results payload every trainer package writes after `run_training` (a package adds its own fields)."""
+    import torch
+
+    return {
+        "method": method,
+        "env": cfg["env"].name,
+        "model": cfg["model"].name_or_path,
+        "seed": cfg["trainer"].seed,
+        "eval_seeds": eval_seeds,
+        "train_seconds": run["train_seconds"],
+        "steps": trainer.state.global_step,
+        "rollouts": trainer.rollouts_done,
+        "num_processes": trainer.accelerator.num_processes,
+        "final": run["final"],
+        "curve": run["curve"],
+        "log_history": trainer.state.log_history,
+        "config": resolved,
+        "torch_threads": torch.get_num_threads(),
+    }
+
+
 # ------------------------------------------------------------------------------------------------------ reproduce
 
 
@@ -238,6 +325,8 @@ def run_command(package: str, command: Callable[[], object], errors: tuple[type[
 
 
 __all__ = [
+    "run_training",
+    "training_payload",
     "warn_launch_size",
     "accelerate_config",
     "append_jsonl",

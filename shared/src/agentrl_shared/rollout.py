@@ -41,6 +41,8 @@ class Row:
     failed: bool = False  # set on every row of an episode whose environment crashed or timed out
     teacher_prompt_ids: list[int] | None = None  # the same turn's prompt through `teacher_transform` (SDAR)
     teacher_prompt_truncated: bool = False
+    reward: float = 0.0  # the row's reward as the trainer scored it (`MultiTurnGRPOTrainer._score`)
+    episode_return: float = 0.0  # its episode's return before per-row shaping
     role: str = "act"  # which part of the policy wrote it: SkillRise "play"/"curate", EnvACE "caller"/"simulator"
 
 

@@ -1,0 +1,421 @@
+"""`MultiTurnGRPOTrainer`: the one rollout-counted, multi-turn GRPO trainer the agentic paper packages subclass.
+
+What TRL's `GRPOTrainer` is to TRL's experimental trainers, this is to SDAR, AgentOPSD, SkillRise and EnvACE: the
+multi-rank machinery lives here once, and a paper trainer overrides only the hooks that carry its algorithm. It trains
+on per-turn rows as verl-agent does (langfengQ/verl-agent@796ed31, `verl/trainer/ppo/ray_trainer.py`,
+`gigpo/core_gigpo.py`): one rollout of `per_device_train_batch_size * steps_per_generation` episodes per rank (whole
+groups of G), one batched generation per turn with the same number of generation calls on every rank, one row per
+generation, GRPO row advantages per group, then every row of every rank trained exactly once in
+ceil(rows / mini-batch) optimizer steps (`agentrl_shared.batch.plan_steps`), each step's loss divided by its global
+real-token count. Training length, learning-rate schedule and checkpoints count rollouts (`num_rollouts`).
+It holds no paper's algorithm.
+"""
+
+import logging
+import random
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+
+import torch
+from datasets import Dataset
+from torch import Tensor
+from torch.utils.data import Sampler
+from transformers.trainer_callback import PrinterCallback, ProgressCallback
+from trl import GRPOTrainer
+
+from .batch import StepPlan, plan_steps, rows_to_batch
+from .cadence import GroupedTaskSampler, RolloutCadence, rollout_lr_factor
+from .generation import sampling_overrides, trainer_generate_fn
+from .rollout import Episode, Row, episode_counts, equal_prompt_count, metrics_from_counts
+
+
+logger = logging.getLogger(__name__)
+
+
+def environment_reward(completions, **kwargs) -> list[None]:
+    """Placeholder for `GRPOTrainer(reward_funcs=...)`, which requires one: rewards come from the environment during
+    the rollout, so TRL's reward path is never called."""
+    return [None] * len(completions)
+
+
+# --- the verl-agent GRPO baseline (every paper package starts from it) ---
+def row_rewards(episode_returns: Tensor, is_action_valid: Tensor, *, penalty_coef: float) -> Tensor:
+    """Per-row reward: the episode return on every row, minus `penalty_coef` on rows whose action was invalid
+    (verl-agent `apply_invalid_action_penalty`).
+
+    Args:
+        episode_returns: (N,) the return of each row's episode (e.g. 10 * won on ALFWorld).
+        is_action_valid: (N,) bool.
+    """
+    return episode_returns - penalty_coef * (~is_action_valid.bool()).to(episode_returns.dtype)  # (N,)
+
+
+def grpo_row_advantages(rewards: Tensor, group_ids: Tensor, *, eps: float = 1e-6) -> Tensor:
+    """verl-agent GRPO advantage over rows: A = (r - mean_g) / (std_g + eps) within each group id.
+
+    Statistics run over all rows that share a group id (every turn of every episode of a task), with the unbiased
+    (Bessel-corrected) std, as verl's `compute_grpo_outcome_advantage` with `compute_mean_std_cross_steps=True`. A
+    group with a single row uses mean 0 and std 1 (verl's convention), so its advantage is r / (1 + eps).
+
+    Args:
+        rewards: (N,) float per-row rewards.
+        group_ids: (N,) int group ids.
+    Returns:
+        (N,) advantages.
+    """
+    advantages = torch.empty_like(rewards)
+    for g in torch.unique(group_ids):
+        idx = group_ids == g
+        r = rewards[idx]  # (n_g,)
+        if r.numel() == 1:
+            mean, std = torch.zeros((), dtype=r.dtype), torch.ones((), dtype=r.dtype)
+        else:
+            mean, std = r.mean(), r.std(unbiased=True)
+        advantages[idx] = (r - mean) / (std + eps)
+    return advantages
+
+
+@dataclass
+class TrainRow:
+    """One collected row as every rank sees it after the all-gather (token ids, loss flag, advantage, extras).
+
+    `meta` carries what a paper's hooks need of the row after planning (group, episode, turn, role, rewards)."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    carries_loss: bool
+    advantage: float
+    reward: float = 0.0
+    teacher_prompt_ids: list[int] | None = None
+    meta: dict = field(default_factory=dict)
+
+
+class MultiTurnGRPOTrainer(GRPOTrainer):
+    """Multi-turn GRPO counted in rollouts, correct on N ranks; subclassed by the agentic paper trainers.
+
+    One dataset item (a task, or a SkillRise group of tasks, or an EnvACE task) is repeated G times by the sampler; a
+    rollout plays `episodes_per_rank` items per rank. Hooks a paper trainer overrides (each says which equation):
+    - `_collect(items, group_ids, seeds, episode_offset)`: the episode producer (default: `self.collector`, a shared
+      `RolloutCollector`; SkillRise plays trials, EnvACE rehearsal episodes).
+    - `_score(episodes)`: this rank's rows and their (N,) advantages (default: verl-agent GRPO over each group's rows,
+      R = reward_scale * won minus the invalid-action penalty); rows of failed episodes carry no loss.
+    - `_row_meta(row)`: what `TrainRow.meta` keeps of a row for the hooks below (default: nothing).
+    - `_extra_forwards(micro_batches, indices, rows, plan)`: no-grad forwards after theta_old and the reference (the
+      self-teacher of SDAR and AgentOPSD; AgentOPSD's advantage reshaping).
+    - `_rollout_metrics(episodes, rows)`: the rank-reduced episode metrics (default: `env/*` from `Episode`s).
+    - `_max_rows_per_item()`: the most rows one item can produce (bounds the HF loop's `max_steps`).
+    The loss (`_compute_loss`) stays the package's: it reads `token_normalizer` (the step's global real loss tokens /
+    world) from every micro-batch, and `old_per_token_logps` / `ref_per_token_logps` where computed.
+
+    What lives here, once: the rollout-counted cadence (`GroupedTaskSampler`, `RolloutCadence`, a schedule over
+    rollouts), lock-step generation (`_prompt_count`: the maximum over ranks where TRL's vLLM server or TP > 1 hands
+    results back by rank offset, one dummy otherwise), the all-gather of rows and the plan over ranks, no-grad forwards
+    per micro-batch (every rank runs the same number, ZeRO-3), rank-reduced metrics, checkpoint state (rollouts done)
+    and the chunked panel evaluation on every rank (`_evaluate_items`).
+
+    Overrides of [`~trl.GRPOTrainer`]: `_prepare_inputs` (the next planned micro-batch; a rollout when the last one's
+    are used up), `_get_train_sampler`, `create_scheduler`, `training_step` (times the forwards and backwards).
+    Everything else (generation back ends incl. vLLM, weight sync, ZeRO-3, logging, checkpoints) is inherited.
+    """
+
+    def __init__(self, model, args, env_config, train_items: list, processing_class=None, callbacks=None):
+        self.env_config = env_config
+        self.train_items = train_items
+        self.episodes_per_rank = args.per_device_train_batch_size * args.steps_per_generation
+        # the HF loop counts optimizer steps; bound them by the longest possible rollouts and stop on `num_rollouts`
+        max_rows = self.episodes_per_rank * self._max_rows_per_item()
+        args.max_steps = args.num_rollouts * -(-max_rows // (args.micro_batch_rows * args.gradient_accumulation_steps))
+        dataset = Dataset.from_dict({"prompt": [str(i) for i in range(len(train_items))],
+                                     "task_index": list(range(len(train_items)))})  # fmt: skip
+        super().__init__(
+            model=model,
+            reward_funcs=environment_reward,
+            args=args,
+            train_dataset=dataset,
+            processing_class=processing_class,
+            callbacks=callbacks,
+        )
+        if self.use_vllm and self.vllm_importance_sampling_correction:
+            raise ValueError(
+                f"{type(self).__name__} does not compute TRL's vLLM importance-sampling ratio (the reference loss "
+                "has none); set vllm_importance_sampling_correction=False."
+            )
+        if self.episodes_per_rank % self.num_generations != 0:
+            raise ValueError(
+                f"per_device_train_batch_size * steps_per_generation = {self.episodes_per_rank} episodes per rank "
+                f"must be a multiple of num_generations = {self.num_generations}, so that each group lives on one "
+                "rank."
+            )
+        # TRL's vLLM server mode and colocate with TP > 1 hand completions back by rank offset: equal prompt lists
+        self.equal_prompt_lists = self.use_vllm and (self.vllm_mode == "server" or self.vllm_tensor_parallel_size > 1)
+        self.rollouts_done = 0
+        self.rollout_finished = False
+        self.timings: Counter = Counter()
+        self._micro_batches: list[dict] = []
+        self._rollout_summary: dict = {}
+        self._lr_rollout = 0
+        self._rollout_s = self._forward_backward_s = 0.0
+        self.remove_callback(PrinterCallback)
+        self.remove_callback(ProgressCallback)
+        self.add_callback(RolloutCadence(self))
+
+    # --- hooks (defaults: the verl-agent GRPO baseline on `Episode`s) ---
+    def _max_rows_per_item(self) -> int:
+        return self.env_config.max_turns
+
+    def _collect(self, items: list, group_ids: list[int], seeds: list[int], episode_offset: int) -> list:
+        return self.collector.collect(items, group_ids, seeds, self._generate, self._prompt_count,
+                                      episode_offset=episode_offset)  # fmt: skip
+
+    def _score(self, episodes: list[Episode]) -> tuple[list[Row], Tensor]:
+        """verl-agent `EpisodeRewardManager` + `compute_grpo_outcome_advantage`: every row of an episode gets
+        R = reward_scale * won, minus the penalty on invalid rows; GRPO over the rows of each group (all on this
+        rank). Rows of failed episodes neither enter the group statistics nor carry loss."""
+        rows = [r for e in episodes for r in e.rows]
+        returns = torch.tensor([self.env_config.reward_scale * e.won for e in episodes for _ in e.rows])
+        valid = torch.tensor([r.is_action_valid for r in rows], dtype=torch.bool)
+        rewards = row_rewards(returns, valid, penalty_coef=self.args.invalid_action_penalty_coef)  # (N,)
+        ok = torch.tensor([not r.failed for r in rows], dtype=torch.bool)
+        advantages = torch.zeros_like(rewards)
+        if ok.any():
+            advantages[ok] = grpo_row_advantages(rewards[ok], torch.tensor([r.group_id for r in rows])[ok])
+        for r, reward, ret in zip(rows, rewards.tolist(), returns.tolist(), strict=True):
+            r.reward, r.episode_return = reward, ret
+        return rows, advantages
+
+    def _row_meta(self, row: Row) -> dict:
+        return {}
+
+    def _extra_forwards(self, micro_batches: list[dict], indices: list[list[int]], rows: list[TrainRow],
+                        plan: StepPlan) -> None:  # fmt: skip
+        """No extra forward in plain GRPO."""
+
+    def _rollout_metrics(self, episodes: list[Episode], rows: list[Row]) -> dict[str, float]:
+        counts = Counter()
+        for part in self._all_ranks(episode_counts(episodes)):
+            counts.update(part)
+        return metrics_from_counts(counts)
+
+    # --- helpers for hooks ---
+    @property
+    def uses_teacher(self) -> bool:
+        """Whether micro-batches carry the rows' teacher prompts (a self-teacher reads them)."""
+        return False
+
+    def _all_ranks(self, value) -> list:
+        """`[value of rank 0, value of rank 1, ...]` (one all-gather; every rank gets the list)."""
+        if self.accelerator.num_processes == 1:
+            return [value]
+        from accelerate.utils import gather_object
+
+        return gather_object([value])
+
+    def _sum_ranks(self, *values: float) -> list[float]:
+        """Each value summed over ranks (one all-reduce)."""
+        if self.accelerator.num_processes == 1:
+            return [float(v) for v in values]
+        total = torch.tensor(values, dtype=torch.float64, device=self.accelerator.device)
+        return self.accelerator.reduce(total, reduction="sum").tolist()
+
+    def _prompt_count(self, n_active: int) -> int:
+        """Prompts this rank sends this turn (`rollout.equal_prompt_count`): 0 when no rank has work."""
+        return equal_prompt_count(n_active, self._all_ranks(n_active), self.equal_prompt_lists)
+
+    def _generate(self, prompt_ids: list[list[int]]):
+        """The trainer's generation (vLLM or HF), with the vLLM weight sync timed on its own."""
+        if self.use_vllm and self.state.global_step != self._last_loaded_step:
+            t0 = time.perf_counter()
+            self.vllm_generation.sync_weights()
+            self._last_loaded_step = self.state.global_step
+            self.timings["weight_sync_s"] += time.perf_counter() - t0
+        return trainer_generate_fn(self)(prompt_ids)
+
+    def _logps(self, model, prompt_ids, prompt_mask, completion_ids, completion_mask) -> Tensor:
+        input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
+        attention_mask = torch.cat([prompt_mask, completion_mask], dim=1)
+        logps, _, _ = self._get_per_token_logps_and_entropies(model, input_ids, attention_mask, completion_ids.size(1))
+        return logps  # (B, C)
+
+    def log_rollout_line(self) -> None:
+        """One console line per rollout (the full metrics go to the run's log and `report_to`)."""
+        if self.accelerator.is_main_process:
+            s = self._rollout_summary
+            success = s.get("env/success_rate", float("nan"))
+            logger.info(
+                f"rollout {self.rollouts_done}/{self.args.num_rollouts}: success {success:.3f}, "
+                f"{s['rollout/rows']:.0f} rows in {s['rollout/optimizer_steps']:.0f} optimizer steps, "
+                f"{time.perf_counter() - s['start']:.0f}s"
+            )
+
+    # --- overrides of GRPOTrainer ---
+    def _get_train_sampler(self, dataset=None) -> Sampler:
+        per_step = self.episodes_per_rank * self.accelerator.num_processes
+        num_samples = self.args.max_steps * self.args.gradient_accumulation_steps * per_step
+        return GroupedTaskSampler(len(self.train_items), self.num_generations, self.args.seed, num_samples)
+
+    def create_scheduler(self, num_training_steps: int, optimizer=None):
+        if self.lr_scheduler is None:
+            if self.args.lr_scheduler_type not in ("constant", "constant_with_warmup", "linear", "cosine"):
+                raise ValueError(
+                    f"lr_scheduler_type={self.args.lr_scheduler_type!r} is not supported by the rollout-counted "
+                    "schedule; use constant, constant_with_warmup, linear or cosine."
+                )
+            n = self.args.num_rollouts
+            warmup = self.args.get_warmup_steps(n)
+            self._lr_factor = partial(rollout_lr_factor, self.args.lr_scheduler_type, num_rollouts=n,
+                                      warmup_rollouts=warmup)  # fmt: skip
+            self._lr_optimizer = optimizer or self.optimizer
+            self.lr_scheduler = torch.optim.lr_scheduler.LambdaLR(
+                self._lr_optimizer, lambda _: self._lr_factor(self._lr_rollout)
+            )
+        return self.lr_scheduler
+
+    def _set_rollout_lr(self, rollout: int) -> None:
+        """Apply the schedule's learning rate for `rollout` now (HF steps the scheduler only after optimizer steps)."""
+        self._lr_rollout = rollout
+        for group in self._lr_optimizer.param_groups:
+            group["lr"] = group["initial_lr"] * self._lr_factor(rollout)  # `initial_lr`: set by LambdaLR
+
+    def training_step(self, model, inputs, num_items_in_batch):
+        """TRL's, plus `time/forward_backward_s`: seconds of this optimizer step's forwards and backwards (the rollout
+        that `_prepare_inputs` may run is timed on its own)."""
+        t0, self._rollout_s = time.perf_counter(), 0.0
+        loss = super().training_step(model, inputs, num_items_in_batch)
+        self._forward_backward_s += time.perf_counter() - t0 - self._rollout_s
+        if self.accelerator.sync_gradients:
+            self._metrics["train"]["time/forward_backward_s"].append(self._forward_backward_s)
+            self._forward_backward_s = 0.0
+        return loss
+
+    def _prepare_inputs(self, generation_batch):
+        if not self._micro_batches:
+            t0 = time.perf_counter()
+            self._micro_batches = self._rollout_micro_batches(generation_batch)
+            self._rollout_s = time.perf_counter() - t0
+        batch = self._micro_batches.pop(0)
+        self.rollout_finished = not self._micro_batches
+        return batch
+
+    # --- one rollout ---
+    def _rollout_micro_batches(self, inputs: list[dict]) -> list[dict]:
+        """Play one rollout, score it, plan its optimizer steps over all ranks; this rank's micro-batches in order."""
+        start = time.perf_counter()
+        device, world = self.accelerator.device, self.accelerator.num_processes
+        G, rank = self.num_generations, self.accelerator.process_index
+        self._set_rollout_lr(self.rollouts_done)
+        items = [self.train_items[x["task_index"]] for x in inputs]
+        n_groups = len(items) // G
+        base = (self.rollouts_done * world + rank) * n_groups
+        group_ids = [base + i // G for i in range(len(items))]
+        # verl-agent seeds env i with seed + i // G: the G members of a group start from the same state
+        seeds = [self.args.seed * 1_000_003 + g for g in group_ids]
+        with self.accelerator.autocast():  # generation in the training precision (bf16 autocast on CPU and GPU)
+            episodes = self._collect(items, group_ids, seeds, base * G)
+        self.rollouts_done += 1
+        rows, advantages = self._score(episodes)
+
+        # Every rank's rows, then the same plan on every rank (which rank trains which row, in which step)
+        local = [
+            TrainRow(
+                r.prompt_ids, r.completion_ids, not r.failed, a, r.reward, r.teacher_prompt_ids, self._row_meta(r)
+            )
+            for r, a in zip(rows, advantages.tolist(), strict=True)
+        ]
+        all_rows = [row for part in self._all_ranks(local) for row in part]
+        plan = plan_steps(
+            [len(r.prompt_ids) + len(r.completion_ids) for r in all_rows],
+            [len(r.completion_ids) if r.carries_loss else 0 for r in all_rows],
+            world,
+            self.args.micro_batch_rows,
+            self.args.gradient_accumulation_steps,
+            random.Random(self.args.seed * 7919 + self.rollouts_done),
+        )
+        pad = self.processing_class.pad_token_id
+        indices = plan.micro_batches(rank)
+        micro_batches = []
+        for k, index in enumerate(indices):
+            chosen = [all_rows[i] for i in index]
+            batch, _ = rows_to_batch(
+                [r.prompt_ids for r in chosen],
+                [r.completion_ids for r in chosen],
+                [r.carries_loss for r in chosen],
+                [r.advantage for r in chosen],
+                pad,
+                teacher_prompts=[r.teacher_prompt_ids for r in chosen] if self.uses_teacher else None,
+            )
+            batch = {key: value.to(device) for key, value in batch.items()}
+            # the normaliser of this step's loss: real tokens of the step on all ranks / world
+            batch["token_normalizer"] = torch.tensor(max(plan.step_tokens[plan.step_of_micro_batch(k)], 1) / world)
+            micro_batches.append(batch)
+
+        # No-grad forwards in the training precision, one per micro-batch on every rank (ZeRO-3 lock-step)
+        with torch.no_grad(), self.accelerator.autocast():
+            for batch in micro_batches:
+                ids = (batch["prompt_ids"], batch["prompt_mask"], batch["completion_ids"], batch["completion_mask"])
+                # theta_old: from the second optimizer step on the policy has moved (verl recomputes old log-probs);
+                # with a single step the loss forward's detached log-probs are theta_old
+                if plan.num_steps > 1:
+                    t0 = time.perf_counter()
+                    batch["old_per_token_logps"] = self._logps(self.model, *ids)
+                    self.timings["old_logps_s"] += time.perf_counter() - t0
+                if self.beta != 0.0:
+                    t0 = time.perf_counter()
+                    batch["ref_per_token_logps"] = self._logps(self.ref_model, *ids)
+                    self.timings["ref_logps_s"] += time.perf_counter() - t0
+            self._extra_forwards(micro_batches, indices, all_rows, plan)
+
+        n_rows = len(all_rows)
+        metrics = self._rollout_metrics(episodes, rows)
+        metrics.update(
+            {
+                "rollout/rows": float(n_rows),
+                "rollout/tokens": float(sum(len(r.prompt_ids) + len(r.completion_ids) for r in all_rows)),
+                "rollout/loss_rows_ratio": sum(r.carries_loss for r in all_rows) / max(n_rows, 1),
+                "rollout/optimizer_steps": float(plan.num_steps),
+                "rollout/row_reward_mean": sum(r.reward for r in all_rows) / max(n_rows, 1),
+                "rollout/rows_per_rank_max": float(max(len(r) for r in plan.ranks)),
+                "completions/mean_length": sum(len(r.completion_ids) for r in all_rows) / max(n_rows, 1),
+            }
+        )
+        for part in self._all_ranks(dict(self.timings)):  # per-stage seconds of the slowest rank
+            for key, seconds in part.items():
+                metrics[f"time/{key}"] = max(metrics.get(f"time/{key}", 0.0), seconds)
+        self.timings.clear()
+        for key, value in metrics.items():
+            self._metrics["train"][key].append(value)
+        self._rollout_summary = {**metrics, "start": start}
+        return micro_batches
+
+    # --- evaluation on a fixed panel, on every rank ---
+    def _evaluate_items(self, items: list, slots: int, temperature: float,
+                        play: Callable[[list], list]) -> list:  # fmt: skip
+        """Play every item of a panel in chunks of `slots`: ranks take interleaved slices and the same number of
+        chunks (one batched generation per turn for a whole chunk), so generation stays in lock-step; a rank whose
+        slice is empty still plays empty chunks (it keeps answering the collectives). Every rank must call this and
+        gets every result, rank 0's first."""
+        world, rank = self.accelerator.num_processes, self.accelerator.process_index
+        mine = items[rank::world]
+        n_chunks = -(-len(items) // (world * slots))
+        out: list = []
+        was_training = self.model.training
+        self.model.eval()
+        with sampling_overrides(self, temperature), self.accelerator.autocast():
+            for c in range(n_chunks):
+                out += play(mine[c * slots : (c + 1) * slots])
+        self.model.train(was_training)
+        return [x for part in self._all_ranks(out) for x in part]
+
+    def evaluate_panel(self, tasks: list[dict], seeds: list[int], temperature: float) -> list[Episode]:
+        """Play every (task, seed) of the panel with `self.eval_collector`; every rank returns all episodes."""
+
+        def play(chunk):
+            return self.eval_collector.collect([t for t, _ in chunk], list(range(len(chunk))), [s for _, s in chunk],
+                                               self._generate, self._prompt_count)  # fmt: skip
+
+        return self._evaluate_items([(t, s) for s in seeds for t in tasks], self.eval_batch_size, temperature, play)
+
+
+__all__ = ["MultiTurnGRPOTrainer", "TrainRow", "environment_reward", "grpo_row_advantages", "row_rewards"]
