@@ -107,6 +107,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
       self-teacher of SDAR and AgentOPSD; AgentOPSD's advantage reshaping).
     - `_rollout_metrics(episodes, rows)`: the rank-reduced episode metrics (default: `env/*` from `Episode`s).
     - `_max_rows_per_item()`: the most rows one item can produce (bounds the HF loop's `max_steps`).
+    - `_micro_rows(num_rows)`: rows per micro-batch (default `micro_batch_rows`; EnvACE sizes it per rollout).
     The loss (`_compute_loss`) stays the package's: it reads `token_normalizer` (the step's global real loss tokens /
     world) from every micro-batch, and `old_per_token_logps` / `ref_per_token_logps` where computed.
 
@@ -188,6 +189,11 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
 
     def _row_meta(self, row: Row) -> dict:
         return {}
+
+    def _micro_rows(self, num_rows: int) -> int:
+        """Rows per micro-batch for a rollout of `num_rows` rows over all ranks (default `micro_batch_rows`, as
+        verl-agent's `ppo_micro_batch_size_per_gpu`)."""
+        return self.args.micro_batch_rows
 
     def _extra_forwards(self, micro_batches: list[dict], indices: list[list[int]], rows: list[TrainRow],
                         plan: StepPlan) -> None:  # fmt: skip
@@ -329,7 +335,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             [len(r.prompt_ids) + len(r.completion_ids) for r in all_rows],
             [len(r.completion_ids) if r.carries_loss else 0 for r in all_rows],
             world,
-            self.args.micro_batch_rows,
+            self._micro_rows(len(all_rows)),
             self.args.gradient_accumulation_steps,
             random.Random(self.args.seed * 7919 + self.rollouts_done),
         )
