@@ -1,13 +1,12 @@
-"""Rewards, GRPO row advantages (copies of sdar's, checked for equality) and the Skill-SD loss, by hand."""
+"""The verl-agent row rewards and GRPO advantages AgentOPSD reshapes, and the Skill-SD loss, by hand."""
 
-import inspect
 import math
 
 import pytest
 import torch
 
-from agentopsd import losses
-from agentopsd.losses import grpo_row_advantages, row_rewards, skill_sd_loss
+from agentopsd.losses import skill_sd_loss
+from agentrl_shared.trainer import grpo_row_advantages, row_rewards
 
 
 def test_row_rewards_and_grpo_over_rows_hand_computed():
@@ -38,16 +37,3 @@ def test_exponents_are_capped():
     assert torch.isfinite(loss)
     # k3 exponent capped at 20, rho exponent at 10
     assert loss.item() == pytest.approx(math.exp(10) * (math.exp(20) - 1 - 100), rel=1e-5)
-
-
-def test_copies_of_the_sdar_functions_are_word_for_word():
-    # duplicated on purpose (a package needs only agentrl_shared); the copies must stay identical
-    from pathlib import Path
-
-    sdar_src = Path(__file__).resolve().parents[2] / "sdar" / "src" / "sdar" / "losses.py"
-    if not sdar_src.exists():
-        pytest.skip("sdar package not beside this one (a copied package)")
-    text = sdar_src.read_text()
-    for fn in (row_rewards, grpo_row_advantages):
-        assert inspect.getsource(fn) in text, fn.__name__
-    assert losses.__doc__

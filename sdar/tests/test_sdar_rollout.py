@@ -3,7 +3,7 @@
 import itertools
 import json
 
-import sdar.trainer
+import agentrl_shared.trainer
 from agentrl_shared.envs.textrooms import TextRoomsEnv
 from sdar.cli import main
 
@@ -24,7 +24,7 @@ class CrashingEnv(TextRoomsEnv):
 
 
 def test_training_survives_env_crashes_and_malformed_output(tmp_path, monkeypatch):
-    monkeypatch.setattr(sdar.trainer, "make_env", lambda name, **kw: CrashingEnv(**kw))
+    monkeypatch.setattr(agentrl_shared.trainer, "make_env", lambda name, **kw: CrashingEnv(**kw))
     out = tmp_path / "run"
     main(["train", "--config", "smoke", f"trainer.output_dir={out}"])
     logs = [h for h in json.loads((out / "results.json").read_text())["log_history"] if "loss" in h]

@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 from agentrl_shared.cli import (
-    append_jsonl,
     build_parser,
     check_paper_prerequisites,
     dump_config,
@@ -23,9 +22,11 @@ from agentrl_shared.cli import (
     pending_runs,
     run_command,
     run_folder,
+    run_training,
     seeds_arg,
     set_model_init_kwargs,
     setup_logging,
+    training_payload,
     warn_launch_size,
 )
 from agentrl_shared.offline import set_offline_env
@@ -78,10 +79,9 @@ def headline(cfg: dict) -> str:
 
 
 def train(cfg: dict, method: str = "run", output: Path = Path("runs/agentopsd")) -> dict:
-    """Train one configuration, then evaluate it on the fixed panel; returns the results payload (on every rank;
-    files are written by the main process)."""
-    import torch
-    from transformers import AutoTokenizer, TrainerCallback
+    """Train one configuration, then evaluate it on the fixed panel (`agentrl_shared.cli.run_training`); returns the
+    results payload (on every rank; files are written by the main process)."""
+    from transformers import AutoTokenizer
 
     from agentrl_shared.envs import load_tasks
     from agentrl_shared.evaluation import episode_record, summarize, write_results
@@ -98,57 +98,19 @@ def train(cfg: dict, method: str = "run", output: Path = Path("runs/agentopsd"))
     tok = AutoTokenizer.from_pretrained(path, padding_side="left")
     tasks = load_tasks(env.name, env.train_split, **env.task_kwargs)
     panel, seeds = load_panel(env)
-    curve: list[dict] = []
-    curve_path = out / "eval_curve.jsonl"
 
     def evaluate(trainer) -> dict:
-        """Every rank evaluates (lock-step generation) and gets the same summary; the main process writes it."""
         episodes = trainer.evaluate_panel(panel, seeds, env.eval_temperature)
-        summary = summarize([episode_record(e) for e in episodes], seeds)
-        point = {"step": trainer.state.global_step, "rollouts": trainer.rollouts_done, **summary}
-        curve.append(point)
-        if trainer.accelerator.is_main_process:
-            append_jsonl(curve_path, point)
-            logger.info(f"eval after {trainer.rollouts_done} rollouts: success {summary['success_rate_mean']:.3f}")
-        return summary
+        return summarize([episode_record(e) for e in episodes], seeds)
 
-    class PanelEval(TrainerCallback):
-        """Evaluate every `env.eval_every` rollouts on the panel (verl `trainer.test_freq`)."""
-
-        def on_step_end(self, targs, state, control, **kwargs):
-            if env.eval_every and trainer.rollout_finished and trainer.rollouts_done % env.eval_every == 0:
-                evaluate(trainer)
-
-    trainer = AgentOPSDTrainer(path, args, env, tasks, processing_class=tok, callbacks=[PanelEval()])
+    trainer = AgentOPSDTrainer(path, args, env, tasks, processing_class=tok)
     warn_launch_size(cfg, trainer)
-    if trainer.accelerator.is_main_process and curve_path.exists():
-        curve_path.unlink()
-    t0 = time.perf_counter()
-    if env.eval_every and env.eval_before_train:
-        evaluate(trainer)
-    trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
-    train_s = time.perf_counter() - t0
+    run = run_training(trainer, evaluate, lambda s: f"success {s['success_rate_mean']:.3f}", out,
+                       eval_every=env.eval_every, eval_before_train=env.eval_before_train,
+                       resume_from_checkpoint=args.resume_from_checkpoint)  # fmt: skip
     trainer.save_model(str(out / "final"))  # weights stay under the run's folder
-    # the curve is filled on every rank, so every rank takes the same branch here (no lone evaluation)
-    final = curve[-1] if curve and curve[-1]["rollouts"] == trainer.rollouts_done else None
-    summary = final if final is not None else evaluate(trainer)
     trainer.pool.close()
-    payload = {
-        "method": method,
-        "env": env.name,
-        "model": model_cfg.name_or_path,
-        "seed": args.seed,
-        "eval_seeds": seeds,
-        "train_seconds": train_s,
-        "steps": trainer.state.global_step,
-        "rollouts": trainer.rollouts_done,
-        "num_processes": trainer.accelerator.num_processes,
-        "final": {k: v for k, v in summary.items() if k not in ("step", "rollouts")},
-        "curve": curve,
-        "log_history": trainer.state.log_history,
-        "config": resolved,
-        "torch_threads": torch.get_num_threads(),
-    }
+    payload = training_payload(trainer, cfg, resolved, method, seeds, run)
     if trainer.accelerator.is_main_process:
         write_results(out / "results.json", payload)
     return payload

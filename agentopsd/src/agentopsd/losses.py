@@ -1,7 +1,7 @@
-"""Rewards, GRPO row advantages, the actor loss and the Skill-SD baseline term as pure tensor functions.
+"""The actor loss and the Skill-SD baseline term as pure tensor functions.
 
-- `row_rewards`, `grpo_row_advantages`: word-for-word copies of `sdar/losses.py` (verl-agent invalid-action penalty and
-  GRPO over turn-rows with `compute_mean_std_cross_steps=True`); AgentOPSD reshapes exactly this advantage.
+AgentOPSD reshapes the verl-agent GRPO row advantage (`agentrl_shared.trainer.grpo_row_advantages`, with
+`compute_mean_std_cross_steps=True`).
 - `skill_sd_per_token`, `skill_sd_loss`: the Skill-SD baseline's SDL term (ZJU-REAL/SDAR@8b85c23 `verl/trainer/ppo/skillsd_utils.py`).
 - `dual_clip_policy_loss`, `k3_kl`, `step_loss`: the PPO actor loss of the SDAR codebase that AgentOPSD runs unchanged
   (verl `core_algos.compute_policy_loss` with `clip_ratio_c`, `kl_penalty(low_var_kl)`, entropy bonus), as in
@@ -10,41 +10,6 @@
 
 import torch
 from torch import Tensor
-
-
-def row_rewards(episode_returns: Tensor, is_action_valid: Tensor, *, penalty_coef: float) -> Tensor:
-    """Per-row reward: the episode return on every row, minus `penalty_coef` on rows whose action was invalid.
-
-    Args:
-        episode_returns: (N,) the return of each row's episode (e.g. 10 * won on ALFWorld).
-        is_action_valid: (N,) bool.
-    """
-    return episode_returns - penalty_coef * (~is_action_valid.bool()).to(episode_returns.dtype)  # (N,)
-
-
-def grpo_row_advantages(rewards: Tensor, group_ids: Tensor, *, eps: float = 1e-6) -> Tensor:
-    """verl-agent GRPO advantage over rows: A = (r - mean_g) / (std_g + eps) within each group id.
-
-    Statistics run over all rows that share a group id (every turn of every episode of a task), with the unbiased
-    (Bessel-corrected) std, as verl's `compute_grpo_outcome_advantage` with `compute_mean_std_cross_steps=True`. A
-    group with a single row uses mean 0 and std 1 (verl's convention), so its advantage is r / (1 + eps).
-
-    Args:
-        rewards: (N,) float per-row rewards.
-        group_ids: (N,) int group ids.
-    Returns:
-        (N,) advantages.
-    """
-    advantages = torch.empty_like(rewards)
-    for g in torch.unique(group_ids):
-        idx = group_ids == g
-        r = rewards[idx]  # (n_g,)
-        if r.numel() == 1:
-            mean, std = torch.zeros((), dtype=r.dtype), torch.ones((), dtype=r.dtype)
-        else:
-            mean, std = r.mean(), r.std(unbiased=True)
-        advantages[idx] = (r - mean) / (std + eps)
-    return advantages
 
 
 def skill_sd_per_token(student_logps: Tensor, teacher_logps: Tensor, old_logps: Tensor) -> Tensor:

@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 import agentopsd.trainer
+import agentrl_shared.trainer
 from agentopsd.cli import load, train
 from agentrl_shared.envs.base import Step
 
@@ -49,11 +50,13 @@ class RecordingTrainer(agentopsd.trainer.AgentOPSDTrainer):
         super().__init__(*args, **kwargs)
         RecordingTrainer.instance = self
 
-    def _play_rollout(self, inputs):
-        episodes, all_rows = super()._play_rollout(inputs)
-        if self.rollouts_done == 1:
-            torch.save(all_rows, OUT / f"rank{self.accelerator.process_index}_rows.pt")
-        return episodes, all_rows
+    def _extra_forwards(self, micro_batches, indices, rows, plan):
+        if self.rollouts_done == 1:  # every rank's rows after the gather, with their GRPO advantages
+            m = ("group_id", "episode_id", "turn_idx", "reward", "return")
+            table = [(r.prompt_ids, r.completion_ids, r.carries_loss, r.advantage, r.teacher_prompt_ids,
+                      tuple(r.meta[k] for k in m)) for r in rows]  # fmt: skip
+            torch.save(table, OUT / f"rank{self.accelerator.process_index}_rows.pt")
+        super()._extra_forwards(micro_batches, indices, rows, plan)
 
     def _rollout_micro_batches(self, inputs):
         batches = super()._rollout_micro_batches(inputs)
@@ -64,7 +67,7 @@ class RecordingTrainer(agentopsd.trainer.AgentOPSDTrainer):
 
 
 OUT = Path(sys.argv[1])
-agentopsd.trainer.make_env = lambda name, **kwargs: ScriptedEnv()
+agentrl_shared.trainer.make_env = lambda name, **kwargs: ScriptedEnv()
 agentopsd.trainer.AgentOPSDTrainer = RecordingTrainer
 cfg = load(
     "smoke",
@@ -82,7 +85,8 @@ cfg = load(
         "trainer.max_completion_length=4",
         "env.max_turns=3",
         "env.eval_episodes=3",
-        "env.eval_every=0",
+        "env.eval_every=1",  # the evaluation falls on the last rollout (every paper config ends on one)
+        "env.eval_before_train=false",
     ],
 )
 train(cfg, "two_ranks")

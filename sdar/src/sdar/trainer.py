@@ -9,14 +9,10 @@ to the PPO actor loss.
 
 import math
 import time
-from functools import partial
 
 import torch
 
-from agentrl_shared.envs import make_env
-from agentrl_shared.envs.pool import EnvPool
 from agentrl_shared.prompts import make_prompt
-from agentrl_shared.rollout import RolloutCollector
 from agentrl_shared.skills import student_prompt, teacher_prompt, teacher_skills
 from agentrl_shared.trainer import MultiTurnGRPOTrainer
 
@@ -66,31 +62,14 @@ class SDARTrainer(MultiTurnGRPOTrainer):
         callbacks=None,
     ):
         super().__init__(model, args, env_config, train_tasks, processing_class, callbacks)
-        # one pool for rollouts and evaluation passes (a rollout uses its first `episodes_per_rank` slots)
-        self.eval_batch_size = env_config.eval_batch_size or self.episodes_per_rank
-        self.pool = EnvPool(
-            partial(make_env, env_config.name, **env_config.env_kwargs),
-            num_slots=max(self.episodes_per_rank, self.eval_batch_size),
-            timeout=env_config.step_timeout,
-            num_workers=env_config.num_workers,
-        )
-        common = {
-            "pool": self.pool,
-            "prompt": make_prompt(ENV_TO_PROMPT[env_config.name], env_config.history_length),
-            "tokenizer": self.processing_class,
-            "max_turns": env_config.max_turns,
-            "max_prompt_length": env_config.max_prompt_length,
-            "chat_template_kwargs": args.chat_template_kwargs,
-        }
-        # training rows also record the teacher's prompt: the same turn with the skill block prepended
-        self.collector = RolloutCollector(
+        # training rows also record the teacher's prompt: the same turn with the skill block prepended; evaluation
+        # prompts carry skills only for the `*` rows of Table 1 (Skill-Prompt*, Skill-GRPO*)
+        self._build_collectors(
+            make_prompt(ENV_TO_PROMPT[env_config.name], env_config.history_length),
             prompt_transform=self._student_skill_transform if args.skills_in_student_prompt else None,
             teacher_transform=self._skill_transform if self.uses_teacher else None,
-            **common,
+            eval_transform=self._student_skill_transform if args.eval_with_skills else None,
         )
-        # evaluation prompts carry skills only for the `*` rows of Table 1 (Skill-Prompt*, Skill-GRPO*)
-        eval_transform = self._student_skill_transform if args.eval_with_skills else None
-        self.eval_collector = RolloutCollector(prompt_transform=eval_transform, **common)
 
     def _skill_transform(self, text: str, task: dict) -> str:
         """The teacher prompt of a row (agentrl_shared.skills: official selection and block position)."""

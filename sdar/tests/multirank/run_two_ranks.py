@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 
+import agentrl_shared.trainer
 import sdar.trainer
 from agentrl_shared.envs.base import Step
 from sdar.cli import load, train
@@ -57,7 +58,7 @@ class RecordingTrainer(sdar.trainer.SDARTrainer):
 
 
 OUT = Path(sys.argv[1])
-sdar.trainer.make_env = lambda name, **kwargs: ScriptedEnv()
+agentrl_shared.trainer.make_env = lambda name, **kwargs: ScriptedEnv()
 sdar.trainer.SDARTrainer = RecordingTrainer
 cfg = load(
     "smoke",

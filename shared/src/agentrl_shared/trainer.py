@@ -28,8 +28,10 @@ from trl import GRPOTrainer
 
 from .batch import StepPlan, plan_steps, rows_to_batch
 from .cadence import GroupedTaskSampler, RolloutCadence, rollout_lr_factor
+from .envs import make_env
+from .envs.pool import EnvPool
 from .generation import sampling_overrides, trainer_generate_fn
-from .rollout import Episode, Row, episode_counts, equal_prompt_count, metrics_from_counts
+from .rollout import Episode, RolloutCollector, Row, episode_counts, equal_prompt_count, metrics_from_counts
 
 
 logger = logging.getLogger(__name__)
@@ -162,6 +164,30 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         self.remove_callback(PrinterCallback)
         self.remove_callback(ProgressCallback)
         self.add_callback(RolloutCadence(self))
+
+    def _build_collectors(self, prompt, prompt_transform=None, teacher_transform=None, eval_transform=None) -> None:
+        """The environment pool and the shared `RolloutCollector`s of a verl-agent style package: `self.collector`
+        for rollouts (recording the teacher prompt when `teacher_transform` is given) and `self.eval_collector` for the
+        panel, one pool for both (a rollout uses its first `episodes_per_rank` slots)."""
+        env = self.env_config
+        self.eval_batch_size = env.eval_batch_size or self.episodes_per_rank
+        self.pool = EnvPool(
+            partial(make_env, env.name, **env.env_kwargs),
+            num_slots=max(self.episodes_per_rank, self.eval_batch_size),
+            timeout=env.step_timeout,
+            num_workers=env.num_workers,
+        )
+        common = {
+            "pool": self.pool,
+            "prompt": prompt,
+            "tokenizer": self.processing_class,
+            "max_turns": env.max_turns,
+            "max_prompt_length": env.max_prompt_length,
+            "chat_template_kwargs": self.args.chat_template_kwargs,
+        }
+        self.collector = RolloutCollector(prompt_transform=prompt_transform, teacher_transform=teacher_transform,
+                                          **common)  # fmt: skip
+        self.eval_collector = RolloutCollector(prompt_transform=eval_transform, **common)
 
     # --- hooks (defaults: the verl-agent GRPO baseline on `Episode`s) ---
     def _max_rows_per_item(self) -> int:
