@@ -53,7 +53,7 @@ def test_official_defaults_pinned():
     assert args.weight_decay == 0.01 and args.max_grad_norm == 1.0
     assert args.beta == 0.01 and args.use_bias_correction_kl is False
     assert args.epsilon == 0.2 and args.epsilon_high == 0.2 and args.delta == 3.0
-    assert args.loss_type == "bnpo" and args.entropy_coef == 0.001
+    assert args.loss_type == "dapo" and args.entropy_coef == 0.001
     assert args.num_generations == 8 and args.max_completion_length == 512 and args.temperature == 1.0
     assert args.num_iterations == 1
     env = EnvConfig()

@@ -44,7 +44,7 @@ def test_paper_defaults_pinned():
     assert args.use_bias_correction_kl is False
     assert args.epsilon == 0.2 and args.epsilon_high == 0.2
     assert args.delta == 3.0
-    assert args.loss_type == "bnpo"
+    assert args.loss_type == "dapo"  # token-mean over the step's global tokens (the only loss); others rejected
     assert args.entropy_coef == 0.001
     assert args.num_generations == 8
     assert args.max_completion_length == 512
@@ -105,3 +105,8 @@ def test_paper_scale_fails_fast_with_reasons_on_a_cpu_machine(monkeypatch):
     monkeypatch.delenv("ALFWORLD_DATA")
     with pytest.raises(SystemExit, match=r"(?s)no CUDA device.*ALFWORLD_DATA"):
         main(["reproduce", "--scale", "paper"])
+
+
+def test_a_loss_type_the_loss_does_not_implement_is_rejected(tmp_path):
+    with pytest.raises(ValueError, match="loss_type='grpo'.*set trainer.loss_type=dapo"):
+        SDARConfig(output_dir=str(tmp_path), loss_type="grpo")

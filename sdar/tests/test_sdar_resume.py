@@ -37,3 +37,37 @@ def test_resume_restores_the_rollout_count_and_matches_the_uninterrupted_run(tmp
     wa, wb = (load_file(d / "final" / "model.safetensors") for d in (full, resumed))
     for k in wa:
         torch.testing.assert_close(wa[k], wb[k], rtol=0, atol=1e-6, msg=k)
+
+
+def rollout_ends(out) -> list[int]:
+    """The global step that ends each rollout (a rollout's metrics are logged on its first optimizer step)."""
+    logs = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    starts = [h["step"] for h in logs if "rollout/rows" in h]
+    final = json.loads((out / "results.json").read_text())["steps"]
+    return [s - 1 for s in starts[1:]] + [final]
+
+
+def test_saves_due_inside_a_rollout_happen_at_its_end_and_the_last_rollout_is_saved(tmp_path):
+    full, resumed = tmp_path / "full", tmp_path / "resumed"
+    # 1-row micro-batches, 2 per step: a rollout of 4-8 rows makes 2-4 optimizer steps, so save_steps=3 falls inside
+    # rollouts (HF alone would save only when the step count hits a multiple of 3 at a rollout's end)
+    common = ["train", "--config", "smoke", "trainer.num_rollouts=3", "trainer.micro_batch_rows=1",
+              "trainer.save_strategy=steps", "trainer.save_steps=3", "trainer.learning_rate=0.001"]  # fmt: skip
+    main([*common, f"trainer.output_dir={full}"])
+    ends = rollout_ends(full)
+    saved = checkpoints(full)
+    steps = {r: json.loads((c / "trainer_state.json").read_text())["global_step"] for r, c in saved.items()}
+    starts = [0, *ends[:-1]]
+    due = [
+        r + 1
+        for r, (s, e) in enumerate(zip(starts, ends, strict=True))
+        if any(k % 3 == 0 for k in range(s + 1, e + 1))
+    ]
+    assert sorted(saved) == sorted({*due, len(ends)})  # every rollout where a save fell due, and the last one
+    assert all(steps[r] == ends[r - 1] for r in saved)  # each at its rollout's end, none in the middle
+    assert any(ends[r - 1] % 3 for r in due)  # the test really has a save that fell inside a rollout
+    first = min(saved)
+    main([*common, f"trainer.output_dir={resumed}", f"trainer.resume_from_checkpoint={saved[first]}"])
+    wa, wb = (load_file(d / "final" / "model.safetensors") for d in (full, resumed))
+    for k in wa:
+        torch.testing.assert_close(wa[k], wb[k], rtol=0, atol=1e-6, msg=k)

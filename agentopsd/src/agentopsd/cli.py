@@ -121,12 +121,12 @@ def evaluate_model(cfg: dict, method: str = "eval", output: Path = Path("runs/ag
     from functools import partial
 
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     from agentrl_shared.envs import make_env
     from agentrl_shared.envs.pool import EnvPool
     from agentrl_shared.evaluation import run_panel, summarize, write_results
-    from agentrl_shared.generation import HFGenerator
+    from agentrl_shared.generation import HFGenerator, load_eval_model
     from agentrl_shared.models import model_path
     from agentrl_shared.prompts import make_prompt
     from agentrl_shared.rollout import RolloutCollector
@@ -140,7 +140,7 @@ def evaluate_model(cfg: dict, method: str = "eval", output: Path = Path("runs/ag
     resolved = dump_config(cfg, out, headline(cfg))
     path = model_path(model_cfg.name_or_path)
     tok = AutoTokenizer.from_pretrained(path, padding_side="left")
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, model_cfg.dtype))
+    model = load_eval_model(path, model_cfg.dtype, args.use_cpu)  # on the GPU when there is one
     torch.manual_seed(args.seed)
     panel, seeds = load_panel(env)
     transform = None

@@ -66,7 +66,7 @@ class SDARConfig(GRPOConfig):
     delta: float | None = field(
         default=3.0, metadata={"help": "verl dual clip clip_ratio_c=3.0 (verl `core_algos.compute_policy_loss`)."}
     )
-    loss_type: str = field(default="bnpo", metadata={"help": "verl loss_agg_mode=token-mean per micro-batch."})
+    loss_type: str = field(default="dapo", metadata={"help": "Only dapo: token-mean over the step's global tokens."})
     entropy_coef: float = field(default=0.001, metadata={"help": "verl actor.entropy_coeff=0.001."})
     num_generations: int | None = field(default=8, metadata={"help": "env.rollout.n=8 (group size G)."})
     max_completion_length: int | None = field(default=512, metadata={"help": "data.max_response_length=512."})
@@ -79,6 +79,11 @@ class SDARConfig(GRPOConfig):
     report_to: str | list[str] | None = field(default="none", metadata={"help": "W&B etc. are opt-in."})
 
     def __post_init__(self):
+        if self.loss_type != "dapo":  # `losses.step_loss` is the only loss; TRL's loss types are not read
+            raise ValueError(
+                f"loss_type={self.loss_type!r}: SDAR's loss is token-mean over all real tokens of an optimizer step "
+                "on all ranks (verl loss_agg_mode=token-mean, TRL's name: dapo); set trainer.loss_type=dapo or drop it."
+            )
         if self.max_steps > 0:
             raise ValueError(
                 f"max_steps={self.max_steps} is set, but SDAR counts training in rollouts (a rollout makes a variable "

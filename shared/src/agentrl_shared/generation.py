@@ -75,6 +75,15 @@ class HFGenerator:
         return completions
 
 
+def load_eval_model(path: str, dtype: str, use_cpu: bool = False):
+    """The policy for a standalone evaluation (`<pkg> eval`): on the first GPU when one is visible and `use_cpu` is
+    off, else on the CPU, in `dtype` (a torch dtype name); `HFGenerator` generates on the model's device."""
+    from transformers import AutoModelForCausalLM
+
+    device = "cuda" if torch.cuda.is_available() and not use_cpu else "cpu"
+    return AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype)).to(device)
+
+
 def _as_list(x) -> list:
     return [] if x is None else list(x) if isinstance(x, (list, tuple)) else [x]
 
