@@ -68,11 +68,13 @@ test-slow: setup  ## also run the slow tests (minutes)
 # each package's reproduce and report commands (vitabench2 is a harness: its "reproduce" is the offline sample run).
 # reproduce writes runs under runs/ (git-ignored) only; report is the one step that copies finished runs into the
 # package's committed results/ and rebuilds its README tables.
-REPRODUCE_sdar = sdar reproduce --scale $(SCALE) --seeds $(SEEDS) $(if $(METHODS),--methods $(METHODS))
-REPRODUCE_agentopsd = agentopsd reproduce --scale $(SCALE) --seeds $(SEEDS)
-REPRODUCE_vad = vad reproduce --scale $(SCALE) --output runs/vad
-REPRODUCE_skillrise = skillrise reproduce --scale $(SCALE) --seeds $(SEEDS)
-REPRODUCE_envace = envace reproduce --scale $(SCALE) --seeds $(SEEDS)
+# DRY_RUN=1 (SCALE=paper): print each `accelerate launch` command and run nothing (no GPU check, no sync; any machine)
+DRY := $(if $(DRY_RUN),--dry-run)
+REPRODUCE_sdar = sdar reproduce --scale $(SCALE) --seeds $(SEEDS) $(if $(METHODS),--methods $(METHODS)) $(DRY)
+REPRODUCE_agentopsd = agentopsd reproduce --scale $(SCALE) --seeds $(SEEDS) $(DRY)
+REPRODUCE_vad = vad reproduce --scale $(SCALE) --output runs/vad $(DRY)
+REPRODUCE_skillrise = skillrise reproduce --scale $(SCALE) --seeds $(SEEDS) $(DRY)
+REPRODUCE_envace = envace reproduce --scale $(SCALE) --seeds $(SEEDS) $(DRY)
 REPRODUCE_vitabench2 = vitabench2 reproduce --output runs/vitabench2
 REPORT_sdar = sdar report --runs runs/sdar
 REPORT_agentopsd = agentopsd report --runs runs/agentopsd $(addprefix --compare ,$(wildcard runs/compare/textrooms))
@@ -82,8 +84,8 @@ REPORT_envace = envace report --runs runs/envace
 REPORT_vitabench2 = vitabench2 report --results vitabench2/results --readme vitabench2/README.md \
 	$(wildcard runs/vitabench2/sample_smollm2_full_context runs/vitabench2/sample_smollm2_rag)
 
-reproduce: check-paper check-scale setup-reproduce  ## run a paper's plan: PAPER=sdar SCALE=cpu|paper SEEDS=0[,1,...]  [METHODS=grpo,grpo_opsd,sdar]
-	$(REPRO_RUN) $(REPRODUCE_$(PAPER))
+reproduce: check-paper $(if $(DRY_RUN),,check-scale setup-reproduce)  ## run a paper's plan: PAPER=sdar SCALE=cpu|paper SEEDS=0[,1,...]  [METHODS=grpo,grpo_opsd,sdar] [DRY_RUN=1]
+	$(if $(DRY_RUN),$(UV) run --no-sync,$(REPRO_RUN)) $(REPRODUCE_$(PAPER))
 
 eval: check-paper setup  ## evaluate a config: PAPER=sdar CONFIG=<name> [ARGS="model.name_or_path=..."]
 	$(RUN) $(PAPER) eval --config $(CONFIG) $(ARGS)

@@ -9,7 +9,7 @@ from sdar.cli import main
 FLAGS = {
     "train": {"--config", "--output", "--method"},
     "eval": {"--config", "--output", "--method"},
-    "reproduce": {"--scale", "--seeds", "--output", "--methods"},
+    "reproduce": {"--scale", "--seeds", "--output", "--methods", "--dry-run", "--machine-rank", "--main-process-ip"},
     "report": {"--runs", "--readme"},
 }
 

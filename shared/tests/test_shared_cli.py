@@ -104,7 +104,14 @@ def test_help_flags_and_error_line_read_a_command_line():
         ns = parse_args(parser, subs, argv)
         run_command("pkg", lambda: seeds_arg(ns.seeds))
 
-    assert help_flags(main, "reproduce") == {"--scale", "--seeds", "--output"}
+    assert help_flags(main, "reproduce") == {
+        "--scale",
+        "--seeds",
+        "--output",
+        "--dry-run",
+        "--machine-rank",
+        "--main-process-ip",
+    }
     assert help_flags(main, "report") == {"--runs", "--readme"}
     assert error_line(main, ["reproduce", "--seeds", "x"]).startswith("pkg: --seeds 'x' is not")
 
@@ -147,3 +154,129 @@ def test_zero3_single_process_restores_the_environment_and_clears_the_deepspeed_
         assert is_deepspeed_zero3_enabled()  # what a ZeRO-3 run leaves behind while its arguments live
     assert config is not None and not is_deepspeed_zero3_enabled()
     assert os.environ["RANK"] == "7" and "LOCAL_RANK" not in os.environ
+
+
+# ------------------------------------------------------------------------------------------ paper-scale launches
+
+
+def test_an_unfinished_run_resumes_from_its_last_checkpoint(tmp_path):
+    from agentrl_shared.cli import latest_checkpoint, resume_args
+
+    run = tmp_path / "paper" / "sdar" / "seed0_alfworld"
+    assert latest_checkpoint(run) is None and resume_args(run) == []  # never started: from the beginning
+    for name in ("checkpoint-20", "checkpoint-160", "checkpoint-80", "checkpoint-tmp"):
+        (run / name).mkdir(parents=True)
+    (run / "checkpoint-999").write_text("")  # a file, not a checkpoint
+    assert latest_checkpoint(run) == run / "checkpoint-160"  # by step, not by name
+    assert resume_args(run) == [f"trainer.resume_from_checkpoint={run / 'checkpoint-160'}"]
+    (run / "results.json").write_text("{}")
+    assert resume_args(run) == []  # finished: nothing to resume
+
+
+def _no_subprocess(monkeypatch):
+    import subprocess
+
+    def fail(*args, **kwargs):
+        raise AssertionError(f"launched {args}")
+
+    monkeypatch.setattr(subprocess, "run", fail)
+
+
+def test_dry_run_prints_the_launch_and_runs_nothing(monkeypatch, capsys):
+    from agentrl_shared.cli import LaunchFlags, launch
+    from agentrl_shared.config import LaunchConfig
+
+    _no_subprocess(monkeypatch)
+    launch("pkg", LaunchConfig(4), ["--config", "c", "--method", "m"], LaunchFlags(dry_run=True))
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line.startswith("accelerate launch --config_file ") and "zero3.yaml" in line
+    assert line.endswith("--num_processes 4 --num_machines 1 -m pkg.cli train --config c --method m")
+
+
+def test_a_multi_machine_launch_needs_this_machines_rank(monkeypatch, capsys):
+    import subprocess
+
+    from agentrl_shared.cli import LaunchFlags, launch
+    from agentrl_shared.config import LaunchConfig
+
+    two = LaunchConfig(num_processes=16, num_machines=2)
+    _no_subprocess(monkeypatch)
+    launch("pkg", two, ["--config", "c"], LaunchFlags(dry_run=True))
+    command, note = capsys.readouterr().out.splitlines()
+    assert "--num_processes 16 --num_machines 2 -m pkg.cli" in command
+    assert note.startswith("# runs on each of the 2 machines with --machine_rank 0..1 and --main_process_ip")
+    with pytest.raises(ConfigError, match="--machine-rank R .0 to 1. and --main-process-ip"):
+        launch("pkg", two, ["--config", "c"], LaunchFlags())
+    commands = []
+    monkeypatch.setattr(subprocess, "run", lambda cmd, check: commands.append(cmd))
+    launch("pkg", two, ["--config", "c"], LaunchFlags(machine_rank=1, main_process_ip="10.0.0.1"))
+    (cmd,) = commands
+    assert cmd[cmd.index("--num_machines") :][:6] == ["--num_machines", "2", "--machine_rank", "1", "--main_process_ip",
+                                                      "10.0.0.1"]  # fmt: skip
+
+
+def test_launch_size_reads_no_data_location_and_takes_launch_overrides(tmp_path, monkeypatch):
+    from agentrl_shared.cli import launch_size
+
+    monkeypatch.delenv("NO_SUCH_DATA", raising=False)
+    config = tmp_path / "paper.yaml"
+    config.write_text("env:\n  data_dir: ${NO_SUCH_DATA}/x\nlaunch:\n  num_processes: 16\n  num_machines: 2\n")
+    assert (launch_size(str(config), "agentrl_shared").num_processes, launch_size(str(config), "agentrl_shared").num_machines) == (16, 2)  # fmt: skip
+    assert launch_size(str(config), "agentrl_shared", ["trainer.seed=1", "launch.num_processes=8"]).num_processes == 8
+    with pytest.raises(ConfigError, match="not a multiple of launch.num_machines"):
+        launch_size(str(config), "agentrl_shared", ["launch.num_processes=3"])
+    with pytest.raises(ConfigError, match="num_gpus"):
+        launch_size(str(config), "agentrl_shared", ["launch.num_gpus=3"])
+
+
+def test_dry_run_is_for_the_paper_scale(monkeypatch):
+    from agentrl_shared.smoke import error_line
+
+    def main(argv):
+        from agentrl_shared.cli import launch_flags
+
+        parser, subs = build_parser("pkg", "doc", "cpu_config")
+        ns = parse_args(parser, subs, argv)
+        run_command("pkg", lambda: launch_flags(ns))
+
+    assert error_line(main, ["reproduce", "--dry-run"]) == (
+        "pkg: --dry-run prints the paper-scale launch commands: use it with --scale paper."
+    )
+    main(["reproduce", "--scale", "paper", "--dry-run"])  # accepted
+
+
+def test_method_switches_refuse_an_unknown_method_with_the_valid_names():
+    from agentrl_shared.cli import method_switches
+    from agentrl_shared.smoke import error_line
+
+    methods = {"grpo": ["trainer.credit=grpo"], "rlsd": ["trainer.credit=rlsd"], "agentopsd": []}
+    assert method_switches(methods, "run") == [] and method_switches(methods, "grpo") == ["trainer.credit=grpo"]
+
+    def main(argv):
+        parser, subs = build_parser("pkg", "doc", "cpu_config", list(methods))
+        ns = parse_args(parser, subs, argv)
+        run_command("pkg", lambda: method_switches(methods, ns.method))
+
+    assert error_line(main, ["train", "--method", "rlds"]) == (
+        "pkg: Unknown --method 'rlds'. Did you mean rlsd? Valid: run (the config as it is), grpo, rlsd, agentopsd."
+    )
+
+
+def test_launch_size_warning_counts_prompts_per_step(caplog):
+    from types import SimpleNamespace
+
+    from agentrl_shared.cli import warn_launch_size
+    from agentrl_shared.config import LaunchConfig
+
+    # VAD's paper sizes (a plain TRL GRPOTrainer): 2 x 48 per rank x 8 ranks = 96 prompts x 8 rollouts
+    args = SimpleNamespace(per_device_train_batch_size=2, steps_per_generation=48, num_generations=8)
+    trainer = SimpleNamespace(args=args, accelerator=SimpleNamespace(num_processes=4))
+    cfg = {"_source": "paper.yaml", "launch": LaunchConfig(8)}
+    with caplog.at_level(logging.WARNING):
+        warn_launch_size(cfg, trainer)
+        trainer.accelerator.num_processes = 8
+        warn_launch_size(cfg, trainer)  # as sized: silent
+    (record,) = caplog.records
+    assert record.getMessage() == (
+        "paper.yaml is sized for 8 processes and runs on 4: 48 prompts x 8 generations per step instead of 96 x 8."
+    )

@@ -12,14 +12,17 @@ import time
 from pathlib import Path
 
 from agentrl_shared.cli import (
+    LaunchFlags,
     build_parser,
-    check_paper_prerequisites,
     dump_config,
-    launch,
+    launch_flags,
     load_panel,
     log_to_file,
+    method_switches,
     parse_args,
     pending_runs,
+    reproduce_paper,
+    resume_args,
     run_command,
     run_folder,
     run_training,
@@ -38,8 +41,9 @@ logger = logging.getLogger("agentopsd")
 
 PACKAGE = "agentopsd"
 CPU_CONFIG = "textrooms_smollm2-135m_cpu"
-# the paper's baselines that live in this package, as switches of one config (OPSD, GRPO+OPSD and SDAR are the sdar
-# package's; `make compare` runs them side by side)
+# the paper's baselines that live in this package, as switches of any config: `train --method NAME` applies them before
+# the overrides (`run`, the default, applies none; OPSD, GRPO+OPSD and SDAR are the sdar package's; `make compare` runs
+# them side by side)
 BASELINES = {
     "grpo": ["trainer.credit=grpo"],
     "rlsd": ["trainer.credit=rlsd", "trainer.granularity=token"],
@@ -178,34 +182,31 @@ def evaluate_model(cfg: dict, method: str = "eval", output: Path = Path("runs/ag
     return payload
 
 
-def reproduce(scale: str, seeds: list[int], overrides: list[str], output: Path) -> None:
-    """Run one scale's plan into `output/<scale>/<method>/...` (a finished run is not redone, so an interrupted plan
-    resumes). CPU: untrained vs GRPO vs AgentOPSD on TextRooms, per seed. Paper: GRPO and AgentOPSD on each paper
-    config, launched with `accelerate` on the config's number of processes (`launch.num_processes`). Tracked files
-    are never written here: `agentopsd report --runs <output>` copies the results into `agentopsd/results/` and
-    rebuilds the README tables."""
+def reproduce(
+    scale: str, seeds: list[int], overrides: list[str], output: Path, flags: LaunchFlags = LaunchFlags()
+) -> None:
+    """Run one scale's plan into `output/<scale>/<method>/...` (a finished run is not redone, an unfinished one goes on
+    from its last checkpoint). CPU: untrained vs GRPO vs AgentOPSD on TextRooms, per seed. Paper: GRPO and AgentOPSD
+    on each paper config, each an `accelerate launch` on its config's processes (`launch:`); `flags.dry_run` prints
+    those commands only. Tracked files are never written here: `agentopsd report --runs <output>` copies the results
+    into `agentopsd/results/` and rebuilds the README tables."""
     if scale == "cpu":
         methods = {"untrained": [], **CPU_METHODS}
         for _, seed, method, run in pending_runs(output, "cpu", seeds, list(methods)):
-            cfg = load(CPU_CONFIG, [*methods[method], *overrides, f"trainer.seed={seed}", f"trainer.output_dir={run}"])
+            cfg = load(CPU_CONFIG, [*methods[method], *overrides, f"trainer.seed={seed}", f"trainer.output_dir={run}",
+                                    *resume_args(run)])  # fmt: skip
             if method == "untrained":
                 evaluate_model(cfg, method)
             else:
                 train(cfg, method)
     else:
-        check_paper_prerequisites("AgentOPSD", PAPER_CONFIGS, load)
-        for name, seed, method, run in pending_runs(output, "paper", seeds, list(CPU_METHODS), PAPER_CONFIGS):
-            size = load(name, ["trainer.use_cpu=true"])["launch"]
-            launch(PACKAGE, name, method, run, [f"trainer.seed={seed}", *CPU_METHODS[method], *overrides],
-                   ["--num_processes", str(size.num_processes), "--num_machines", str(size.num_machines)])  # fmt: skip
+        reproduce_paper(PACKAGE, "AgentOPSD", PAPER_CONFIGS, list(CPU_METHODS), seeds, overrides, output, flags, load)
     logger.info(f"reproduce: runs are in {output}; `agentopsd report --runs {output}` updates agentopsd/results and "
                 "the README")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser, subs = build_parser(PACKAGE, __doc__, CPU_CONFIG,
-                                f"label written into results.json and the run's folder name; {', '.join(BASELINES)} "
-                                "also apply their switches before the overrides")  # fmt: skip
+    parser, subs = build_parser(PACKAGE, __doc__, CPU_CONFIG, list(BASELINES))
     subs["report"].add_argument("--compare", type=Path, default=None,
                                 help="also file a `make compare` output folder (e.g. runs/compare/textrooms)")  # fmt: skip
     ns = parse_args(parser, subs, argv)
@@ -217,9 +218,9 @@ def main(argv: list[str] | None = None) -> None:
 
             report(ns.readme, ns.runs, ns.compare)
         elif ns.command == "reproduce":
-            reproduce(ns.scale, seeds_arg(ns.seeds), ns.overrides, ns.output)
+            reproduce(ns.scale, seeds_arg(ns.seeds), ns.overrides, ns.output, launch_flags(ns))
         elif ns.command == "train":
-            train(load(ns.config, [*BASELINES.get(ns.method, []), *ns.overrides]), ns.method, ns.output)
+            train(load(ns.config, [*method_switches(BASELINES, ns.method), *ns.overrides]), ns.method, ns.output)
         else:
             evaluate_model(load(ns.config, ns.overrides), ns.method, ns.output)
 

@@ -12,14 +12,17 @@ import time
 from pathlib import Path
 
 from agentrl_shared.cli import (
+    LaunchFlags,
     build_parser,
-    check_paper_prerequisites,
     dump_config,
-    launch,
+    launch_flags,
     load_panel,
     log_to_file,
+    method_switches,
     parse_args,
     pending_runs,
+    reproduce_paper,
+    resume_args,
     run_command,
     run_folder,
     run_training,
@@ -38,9 +41,10 @@ set_offline_env()  # before transformers / trl are imported
 logger = logging.getLogger("sdar")
 
 PACKAGE = "sdar"
-# CPU plan: the method against its baselines (SDAR paper, Table 1 rows) as overrides of one config
 CPU_CONFIG = "textrooms_smollm2-135m_cpu"
-CPU_METHODS = {
+# the method and its baselines (SDAR paper, Table 1 rows) as switches of any config: `train --method NAME` applies them
+# before the overrides (`run`, the default, applies none)
+METHODS = {
     "grpo": ["trainer.sdar_coef=0.0"],
     "grpo_opsd": ["trainer.gate_beta=0.0"],
     "sdar": [],
@@ -176,36 +180,40 @@ def evaluate_model(cfg: dict, method: str = "eval", output: Path = Path("runs/sd
     return payload
 
 
-def reproduce(scale: str, seeds: list[int], overrides: list[str], output: Path, methods: list[str] = CPU_PLAN) -> None:
-    """Run one scale's plan into `output/<scale>/<method>/...` (a finished run is not redone, so an interrupted plan
-    resumes). CPU: the untrained model vs `methods` (default GRPO and SDAR) on TextRooms, per seed. Paper: GRPO and SDAR on each paper
-    config, launched with `accelerate` on the config's number of processes. Tracked files are never written here:
-    `sdar report --runs <output>` copies the results into `sdar/results/` and rebuilds the README tables."""
+def reproduce(
+    scale: str,
+    seeds: list[int],
+    overrides: list[str],
+    output: Path,
+    methods: list[str] = CPU_PLAN,
+    flags: LaunchFlags = LaunchFlags(),
+) -> None:
+    """Run one scale's plan into `output/<scale>/<method>/...` (a finished run is not redone, an unfinished one goes on
+    from its last checkpoint). CPU: the untrained model vs `methods` (default GRPO and SDAR) on TextRooms, per seed.
+    Paper: GRPO and SDAR on each paper config, each an `accelerate launch` on its config's processes (`launch:`);
+    `flags.dry_run` prints those commands only. Tracked files are never written here: `sdar report --runs <output>`
+    copies the results into `sdar/results/` and rebuilds the README tables."""
     if scale == "cpu":
-        unknown = set(methods) - set(CPU_METHODS)
+        unknown = set(methods) - set(METHODS)
         if unknown:
-            raise ConfigError(f"Unknown CPU method(s) {sorted(unknown)}; valid: {', '.join(CPU_METHODS)}.")
-        plan = {"untrained": [], **{m: CPU_METHODS[m] for m in methods}}
+            raise ConfigError(f"Unknown CPU method(s) {sorted(unknown)}; valid: {', '.join(METHODS)}.")
+        plan = {"untrained": [], **{m: METHODS[m] for m in methods}}
         for _, seed, method, run in pending_runs(output, "cpu", seeds, list(plan)):
-            cfg = load(CPU_CONFIG, [*plan[method], *overrides, f"trainer.seed={seed}", f"trainer.output_dir={run}"])
+            cfg = load(CPU_CONFIG, [*plan[method], *overrides, f"trainer.seed={seed}", f"trainer.output_dir={run}",
+                                    *resume_args(run)])  # fmt: skip
             if method == "untrained":
                 evaluate_model(cfg, method)
             else:
                 train(cfg, method)
     else:
-        check_paper_prerequisites("SDAR", PAPER_CONFIGS, load)
-        plan = {"grpo": CPU_METHODS["grpo"], "sdar": CPU_METHODS["sdar"]}
-        for name, seed, method, run in pending_runs(output, "paper", seeds, list(plan), PAPER_CONFIGS):
-            size = load(name, ["trainer.use_cpu=true"])["launch"]
-            launch(PACKAGE, name, method, run, [f"trainer.seed={seed}", *plan[method], *overrides],
-                   ["--num_processes", str(size.num_processes), "--num_machines", str(size.num_machines)])  # fmt: skip
+        reproduce_paper(PACKAGE, "SDAR", PAPER_CONFIGS, ["grpo", "sdar"], seeds, overrides, output, flags, load)
     logger.info(f"reproduce: runs are in {output}; `sdar report --runs {output}` updates sdar/results and the README")
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser, subs = build_parser(PACKAGE, __doc__, CPU_CONFIG)
+    parser, subs = build_parser(PACKAGE, __doc__, CPU_CONFIG, list(METHODS))
     subs["reproduce"].add_argument("--methods", default=",".join(CPU_PLAN),
-                                   help=f"cpu scale: comma-separated, of {', '.join(CPU_METHODS)} (default "
+                                   help=f"cpu scale: comma-separated, of {', '.join(METHODS)} (default "
                                    f"{','.join(CPU_PLAN)}; the untrained model is always evaluated)")  # fmt: skip
     ns = parse_args(parser, subs, argv)
     setup_logging()
@@ -216,9 +224,9 @@ def main(argv: list[str] | None = None) -> None:
 
             report(ns.readme, ns.runs)
         elif ns.command == "reproduce":
-            reproduce(ns.scale, seeds_arg(ns.seeds), ns.overrides, ns.output, ns.methods.split(","))
+            reproduce(ns.scale, seeds_arg(ns.seeds), ns.overrides, ns.output, ns.methods.split(","), launch_flags(ns))
         elif ns.command == "train":
-            train(load(ns.config, ns.overrides), ns.method, ns.output)
+            train(load(ns.config, [*method_switches(METHODS, ns.method), *ns.overrides]), ns.method, ns.output)
         else:
             evaluate_model(load(ns.config, ns.overrides), ns.method, ns.output)
 

@@ -7,15 +7,20 @@ the fix, and a non-zero exit status, without a traceback.
 """
 
 import argparse
+import difflib
 import json
 import logging
 import os
+import shlex
 import subprocess
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 
-from .config import ConfigError, to_dict
+import yaml
+
+from .config import ConfigError, LaunchConfig, build_section, parse_overrides, resolve_config_path, to_dict
 
 
 logger = logging.getLogger(__name__)
@@ -213,22 +218,134 @@ def accelerate_config() -> Path:
     return Path(str(files("agentrl_shared") / "accelerate" / "zero3.yaml"))
 
 
-def launch(package: str, config: str, method: str, run: Path, args: list[str], launch_args: list[str] = ()) -> None:
-    """`accelerate launch` one paper-scale training run of `package` (ZeRO-3), in a fresh process."""
-    cmd = ["accelerate", "launch", "--config_file", str(accelerate_config()), *launch_args, "-m", f"{package}.cli",
-           "train", "--config", config, "--method", method, f"trainer.output_dir={run}", *args]  # fmt: skip
-    logger.info("reproduce: " + " ".join(cmd))
+def latest_checkpoint(run: Path) -> Path | None:
+    """The run folder's last `checkpoint-<step>` folder (the HF Trainer's naming), or None."""
+    steps = [p for p in run.glob("checkpoint-*") if p.is_dir() and p.name.removeprefix("checkpoint-").isdigit()]
+    return max(steps, key=lambda p: int(p.name.removeprefix("checkpoint-")), default=None)
+
+
+def resume_args(run: Path) -> list[str]:
+    """`trainer.resume_from_checkpoint=<its last checkpoint>` for a run that stopped before its `results.json`, so
+    `reproduce` goes on from there; `[]` for a run with no checkpoint (it starts over) or a finished one."""
+    last = None if (run / "results.json").exists() else latest_checkpoint(run)
+    return [f"trainer.resume_from_checkpoint={last}"] if last else []
+
+
+def launch_size(config: str, package: str, overrides: list[str] = ()) -> LaunchConfig:
+    """A config's `launch:` section with the command line's `launch.*` overrides, read without expanding its
+    `${...}` data locations (a launch command needs none), so `reproduce --dry-run` plans on any machine."""
+    path = resolve_config_path(config, package)
+    raw = yaml.safe_load(path.read_text()) or {}
+    cli = parse_overrides([o for o in overrides if o.startswith("launch.")], {"launch": LaunchConfig})["launch"]
+    size = build_section(LaunchConfig, {**(raw.get("launch") or {}), **cli}, f"{path} (section 'launch')")
+    if size.num_processes % size.num_machines:
+        raise ConfigError(f"{path}: launch.num_processes {size.num_processes} is not a multiple of launch.num_machines "
+                          f"{size.num_machines} (accelerate starts num_processes / num_machines on each machine).")  # fmt: skip
+    return size
+
+
+@dataclass(frozen=True)
+class LaunchFlags:
+    """`reproduce`'s launch flags: `--dry-run` prints each `accelerate launch` command and runs nothing;
+    `--machine-rank` / `--main-process-ip` place this machine in a multi-machine launch (accelerate's
+    `--machine_rank` / `--main_process_ip`: `reproduce` runs on every machine, each with its rank)."""
+
+    dry_run: bool = False
+    machine_rank: int | None = None
+    main_process_ip: str | None = None
+
+
+def add_launch_flags(q: argparse.ArgumentParser) -> None:
+    """`--dry-run`, `--machine-rank` and `--main-process-ip` on a package's `reproduce` (read by `launch_flags`)."""
+    q.add_argument("--dry-run", action="store_true",
+                   help="--scale paper: print each `accelerate launch` command (processes and machines from the "
+                   "config's launch: section) and run nothing: no GPU, vLLM or data check, no launch")  # fmt: skip
+    q.add_argument("--machine-rank", type=int, default=None,
+                   help="--scale paper, a config on several machines: this machine's rank (run reproduce on each)")  # fmt: skip
+    q.add_argument("--main-process-ip", default=None,
+                   help="--scale paper, a config on several machines: the address of the machine of rank 0")  # fmt: skip
+
+
+def launch_flags(ns: argparse.Namespace) -> LaunchFlags:
+    """The parsed launch flags of `reproduce`; `--dry-run` plans paper-scale launches only (CPU runs in process)."""
+    if ns.dry_run and ns.scale != "paper":
+        raise ConfigError("--dry-run prints the paper-scale launch commands: use it with --scale paper.")
+    return LaunchFlags(ns.dry_run, ns.machine_rank, ns.main_process_ip)
+
+
+def launch(package: str, size: LaunchConfig, train_args: list[str], flags: LaunchFlags) -> None:
+    """`accelerate launch` (ZeRO-3) `<package> train TRAIN_ARGS` on `size`'s processes and machines, in a fresh
+    process; with `flags.dry_run` print the command instead. On several machines the command runs on each, with its
+    `--machine_rank` and the `--main_process_ip` of rank 0 (from `flags`; a dry run without them says so)."""
+    machine = []
+    if size.num_machines > 1:
+        if flags.machine_rank is not None and flags.main_process_ip is not None:
+            machine = ["--machine_rank", str(flags.machine_rank), "--main_process_ip", flags.main_process_ip]
+        elif not flags.dry_run:
+            raise ConfigError(f"this run is launched on {size.num_machines} machines: run `{package} reproduce` on "
+                              f"each with --machine-rank R (0 to {size.num_machines - 1}) and --main-process-ip "
+                              "<address of machine 0>; --dry-run prints the commands.")  # fmt: skip
+    cmd = ["accelerate", "launch", "--config_file", str(accelerate_config()),
+           "--num_processes", str(size.num_processes), "--num_machines", str(size.num_machines), *machine,
+           "-m", f"{package}.cli", "train", *train_args]  # fmt: skip
+    if flags.dry_run:
+        print(shlex.join(cmd))
+        if size.num_machines > 1 and not machine:
+            print(f"# runs on each of the {size.num_machines} machines with --machine_rank 0..{size.num_machines - 1} "
+                  "and --main_process_ip <address of machine 0> added (accelerate launch --help; "
+                  f"`{package} reproduce --machine-rank R --main-process-ip HOST` adds them)")  # fmt: skip
+        return
+    logger.info("reproduce: " + shlex.join(cmd))
     subprocess.run(cmd, check=True)
 
 
+def reproduce_paper(
+    package: str,
+    title: str,
+    configs: list[str],
+    methods: list[str],
+    seeds: list[int],
+    overrides: list[str],
+    output: Path,
+    flags: LaunchFlags,
+    load: Callable[[str, list[str]], dict],
+) -> None:
+    """A trainer package's `reproduce --scale paper`: every (config, seed, method) without `results.json` under
+    `<output>/paper` is launched as `<package> train --config C --method M` on its config's processes and machines
+    (`launch:`), from its last checkpoint when it has one. A dry run only prints the commands: it checks no GPU, vLLM
+    or data location (`check_paper_prerequisites`, which a real run passes first)."""
+    if not flags.dry_run:
+        check_paper_prerequisites(title, configs, load)
+    for config, seed, method, run in pending_runs(output, "paper", seeds, methods, configs):
+        train_args = ["--config", config, "--method", method, f"trainer.output_dir={run}", f"trainer.seed={seed}",
+                      *overrides, *resume_args(run)]  # fmt: skip
+        launch(package, launch_size(config, package, overrides), train_args, flags)
+
+
+def method_switches(methods: dict[str, list[str]], method: str) -> list[str]:
+    """`train --method NAME`'s switches (overrides that go before the command line's): `run` is the config as it
+    is; an unknown name is a configuration error that lists the valid ones."""
+    if method == "run":
+        return []
+    if method not in methods:
+        close = difflib.get_close_matches(method, methods, n=1)
+        hint = f" Did you mean {close[0]}?" if close else ""
+        raise ConfigError(
+            f"Unknown --method {method!r}.{hint} Valid: run (the config as it is), {', '.join(methods)}."
+        )
+    return methods[method]
+
+
 def warn_launch_size(cfg: dict, trainer) -> None:
-    """Warn when a run is launched on another number of processes than its config's `launch:` section sizes it for
-    (episodes per rollout scale with the number of ranks)."""
-    world, planned = trainer.accelerator.num_processes, cfg["launch"].num_processes
+    """Warn when a run is launched on another number of processes than its config's `launch:` section sizes it for:
+    TRL's generation batch (`per_device_train_batch_size x steps_per_generation` per rank; episodes in a multi-turn
+    trainer) scales with the number of ranks."""
+    args, world, planned = trainer.args, trainer.accelerator.num_processes, cfg["launch"].num_processes
     if world != planned:
+        per_rank, group = args.per_device_train_batch_size * args.steps_per_generation, args.num_generations
         logger.warning(
-            f"{cfg['_source']} is sized for {planned} processes and runs on {world}: "
-            f"{trainer.episodes_per_rank * world} episodes per rollout instead of {trainer.episodes_per_rank * planned}."
+            f"{cfg['_source']} is sized for {planned} processes and runs on {world}: {per_rank * world // group} "
+            f"prompts x {group} generations per step instead of {per_rank * planned // group} x {group}."
         )
 
 
@@ -257,11 +374,11 @@ def check_paper_prerequisites(title: str, configs: list[str], load: Callable[[st
 
 
 def build_parser(
-    package: str, doc: str, default_config: str, train_method_help: str | None = None
+    package: str, doc: str, default_config: str, methods: list[str] = ()
 ) -> tuple[argparse.ArgumentParser, dict]:
     """`<package> train|eval|reproduce|report`, each subcommand with the flags every trainer package honours; a
-    package adds its own flags to the returned subparsers (`{"train": ..., "eval": ..., ...}`). `train_method_help`
-    says what `train --method` does beyond the label where a package gives method names switches."""
+    package adds its own flags to the returned subparsers (`{"train": ..., "eval": ..., ...}`). `methods`: the names
+    `train --method` accepts besides `run` (their switches: `method_switches`); `eval --method` is a label."""
     parser = argparse.ArgumentParser(prog=package, description=doc, formatter_class=argparse.RawTextHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="{train,eval,reproduce,report}")
     helps = {
@@ -280,13 +397,16 @@ def build_parser(
                        help=f"folder the run's folder is created in (default {output}, git-ignored); "
                        "trainer.output_dir=DIR names the run's folder itself")  # fmt: skip
         label = "label written into results.json and the run's folder name"
-        q.add_argument("--method", default="run" if name == "train" else "eval",
-                       help=(train_method_help if name == "train" else None) or label)  # fmt: skip
+        if name == "train" and methods:
+            label = (f"the method: run (default: the config as it is) or one of {', '.join(methods)}, whose switches "
+                     "go before the overrides; any other name is refused. Also the " + label)  # fmt: skip
+        q.add_argument("--method", default="run" if name == "train" else "eval", help=label)
         q.add_argument("overrides", nargs="*", help="key=value or section.key=value")
     q = subs["reproduce"]
     q.add_argument("--scale", default="cpu", choices=["cpu", "paper"], help="cpu (default, minutes) or paper (GPUs)")
     q.add_argument("--seeds", default="0", help="comma-separated training seeds (default 0)")
     q.add_argument("--output", default=Path(output), type=Path, help=f"where runs are written (default {output})")
+    add_launch_flags(q)
     q.add_argument("overrides", nargs="*", help="key=value or section.key=value, applied to every run")
     q = subs["report"]
     q.add_argument("--runs", default=None, type=Path, help=f"copy finished runs from here first (e.g. {output})")
@@ -334,11 +454,19 @@ __all__ = [
     "check_paper_prerequisites",
     "dump_config",
     "is_main_process",
+    "LaunchFlags",
+    "add_launch_flags",
+    "latest_checkpoint",
     "launch",
+    "launch_flags",
+    "launch_size",
     "load_panel",
+    "method_switches",
     "log_to_file",
     "parse_args",
     "pending_runs",
+    "reproduce_paper",
+    "resume_args",
     "run_command",
     "run_folder",
     "seeds_arg",
