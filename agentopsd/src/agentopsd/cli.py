@@ -8,16 +8,13 @@ tables and learning curves from those files, the only command that writes tracke
 
 import logging
 import sys
-import time
 from pathlib import Path
 
 from agentrl_shared.cli import (
     LaunchFlags,
     build_parser,
-    dump_config,
+    evaluate_on_episodes,
     launch_flags,
-    load_panel,
-    log_to_file,
     method_switches,
     parse_args,
     pending_runs,
@@ -25,12 +22,9 @@ from agentrl_shared.cli import (
     resume_args,
     run_command,
     run_folder,
-    run_training,
     seeds_arg,
-    set_model_init_kwargs,
     setup_logging,
-    training_payload,
-    warn_launch_size,
+    train_on_episodes,
 )
 from agentrl_shared.offline import set_offline_env
 
@@ -83,103 +77,27 @@ def headline(cfg: dict) -> str:
 
 
 def train(cfg: dict, method: str = "run", output: Path = Path("runs/agentopsd")) -> dict:
-    """Train one configuration, then evaluate it on the fixed panel (`agentrl_shared.cli.run_training`); returns the
-    results payload (on every rank; files are written by the main process)."""
-    from transformers import AutoTokenizer
-
-    from agentrl_shared.envs import load_tasks
-    from agentrl_shared.evaluation import episode_record, summarize, write_results
-    from agentrl_shared.models import model_path
-
+    """Train one configuration, then evaluate it on the fixed panel (`agentrl_shared.cli.train_on_episodes`: the
+    shared run loop); returns the results payload (on every rank; files are written by the main process)."""
     from .trainer import AgentOPSDTrainer
 
-    args, env, model_cfg = cfg["trainer"], cfg["env"], cfg["model"]
-    out = run_folder(args, output, run_name(cfg, method))
-    log_to_file(out)
-    resolved = dump_config(cfg, out, headline(cfg))
-    path = model_path(model_cfg.name_or_path)
-    set_model_init_kwargs(args, model_cfg)
-    tok = AutoTokenizer.from_pretrained(path, padding_side="left")
-    tasks = load_tasks(env.name, env.train_split, **env.task_kwargs)
-    panel, seeds = load_panel(env)
-
-    def evaluate(trainer) -> dict:
-        episodes = trainer.evaluate_panel(panel, seeds, env.eval_temperature)
-        return summarize([episode_record(e) for e in episodes], seeds)
-
-    trainer = AgentOPSDTrainer(path, args, env, tasks, processing_class=tok)
-    warn_launch_size(cfg, trainer)
-    run = run_training(trainer, evaluate, lambda s: f"success {s['success_rate_mean']:.3f}", out,
-                       eval_every=env.eval_every, eval_before_train=env.eval_before_train,
-                       resume_from_checkpoint=args.resume_from_checkpoint)  # fmt: skip
-    trainer.save_model(str(out / "final"))  # weights stay under the run's folder
-    trainer.pool.close()
-    payload = training_payload(trainer, cfg, resolved, method, seeds, run)
-    if trainer.accelerator.is_main_process:
-        write_results(out / "results.json", payload)
-    return payload
+    out = run_folder(cfg["trainer"], output, run_name(cfg, method))
+    return train_on_episodes(AgentOPSDTrainer, cfg, method, out, headline(cfg))
 
 
 def evaluate_model(cfg: dict, method: str = "eval", output: Path = Path("runs/agentopsd")) -> dict:
-    """Evaluate `model.name_or_path` on the panel with HF generation (resumable: episodes are logged as they end)."""
+    """Evaluate `model.name_or_path` on the panel (the untrained and Skill-Prompt* rows, or a checkpoint), with
+    skills in the student prompt when `eval_with_skills` (`agentrl_shared.cli.evaluate_on_episodes`)."""
     from functools import partial
 
-    import torch
-    from transformers import AutoTokenizer
-
-    from agentrl_shared.envs import make_env
-    from agentrl_shared.envs.pool import EnvPool
-    from agentrl_shared.evaluation import run_panel, summarize, write_results
-    from agentrl_shared.generation import HFGenerator, load_eval_model
-    from agentrl_shared.models import model_path
-    from agentrl_shared.prompts import make_prompt
-    from agentrl_shared.rollout import RolloutCollector
     from agentrl_shared.skills import student_prompt
 
     from .config import ENV_TO_PROMPT
 
-    args, env, model_cfg = cfg["trainer"], cfg["env"], cfg["model"]
+    args, env = cfg["trainer"], cfg["env"]
     out = run_folder(args, output, run_name(cfg, method))
-    log_to_file(out, "eval.log")
-    resolved = dump_config(cfg, out, headline(cfg))
-    path = model_path(model_cfg.name_or_path)
-    tok = AutoTokenizer.from_pretrained(path, padding_side="left")
-    model = load_eval_model(path, model_cfg.dtype, args.use_cpu)  # on the GPU when there is one
-    torch.manual_seed(args.seed)
-    panel, seeds = load_panel(env)
-    transform = None
-    if args.eval_with_skills:
-
-        def transform(text: str, task: dict) -> str:
-            return student_prompt(env.name, text, task)  # Skill-Prompt*: skills in the user message
-
-    slots = env.eval_batch_size or args.per_device_train_batch_size * (args.steps_per_generation or 1)
-    # in the trainer's precision: bf16 autocast when `bf16=True` (as the trained models are evaluated)
-    autocast_dtype = torch.bfloat16 if args.bf16 else None
-    generate = HFGenerator(model, tok, args.max_completion_length, env.eval_temperature, batch_size=slots,
-                           autocast_dtype=autocast_dtype)  # fmt: skip
-    with EnvPool(partial(make_env, env.name, **env.env_kwargs), slots, env.step_timeout, env.num_workers) as pool:
-        collector = RolloutCollector(
-            pool, make_prompt(ENV_TO_PROMPT[env.name], env.history_length), tok, env.max_turns,
-            env.max_prompt_length, transform, args.chat_template_kwargs,
-        )  # fmt: skip
-        t0 = time.perf_counter()
-        records = run_panel(collector, generate, panel, seeds, out / "episodes.jsonl")
-    summary = summarize(records, seeds)
-    payload = {
-        "method": method,
-        "env": env.name,
-        "model": model_cfg.name_or_path,
-        "seed": args.seed,
-        "eval_seeds": seeds,
-        "eval_seconds": time.perf_counter() - t0,
-        "final": summary,
-        "curve": [],
-        "config": resolved,
-    }
-    write_results(out / "results.json", payload)
-    logger.info(f"eval {method}: success {summary['success_rate_mean']:.3f} +- {summary['success_rate_std']:.3f}")
-    return payload
+    transform = partial(student_prompt, env.name) if args.eval_with_skills else None
+    return evaluate_on_episodes(cfg, method, out, headline(cfg), ENV_TO_PROMPT[env.name], transform)
 
 
 def reproduce(

@@ -194,6 +194,99 @@ def training_payload(trainer, cfg: dict, resolved: dict, method: str, eval_seeds
     }
 
 
+def train_on_episodes(trainer_cls, cfg: dict, method: str, out: Path, headline: str) -> dict:
+    """`<pkg> train` of a package whose trainer plays verl-agent episodes on a shared environment (SDAR, AgentOPSD):
+    load the tasks and the panel, build `trainer_cls(model, args, env, tasks)`, `run_training`, save the final
+    weights under `<out>/final`, write `<out>/results.json` (main process); returns the payload on every rank."""
+    from transformers import AutoTokenizer
+
+    from .envs import load_tasks
+    from .evaluation import episode_record, summarize, write_results
+    from .models import model_path
+
+    args, env, model_cfg = cfg["trainer"], cfg["env"], cfg["model"]
+    log_to_file(out)
+    resolved = dump_config(cfg, out, headline)
+    path = model_path(model_cfg.name_or_path)
+    set_model_init_kwargs(args, model_cfg)
+    tok = AutoTokenizer.from_pretrained(path, padding_side="left")
+    tasks = load_tasks(env.name, env.train_split, **env.task_kwargs)
+    panel, seeds = load_panel(env)
+
+    def evaluate(trainer) -> dict:
+        episodes = trainer.evaluate_panel(panel, seeds, env.eval_temperature)
+        return summarize([episode_record(e) for e in episodes], seeds)
+
+    trainer = trainer_cls(path, args, env, tasks, processing_class=tok)
+    warn_launch_size(cfg, trainer)
+    run = run_training(trainer, evaluate, lambda s: f"success {s['success_rate_mean']:.3f}", out,
+                       eval_every=env.eval_every, eval_before_train=env.eval_before_train,
+                       resume_from_checkpoint=args.resume_from_checkpoint)  # fmt: skip
+    trainer.save_model(str(out / "final"))  # weights stay under the run's folder
+    trainer.pool.close()
+    payload = training_payload(trainer, cfg, resolved, method, seeds, run)
+    if trainer.accelerator.is_main_process:
+        write_results(out / "results.json", payload)
+    return payload
+
+
+def evaluate_on_episodes(cfg: dict, method: str, out: Path, headline: str, prompt_family: str,
+                         transform: Callable[[str, dict], str] | None = None) -> dict:  # fmt: skip
+    """`<pkg> eval` for the same packages: `model.name_or_path` on the fixed panel (`load_panel`) with the shared
+    collector and prompt family `prompt_family` (`transform` rewrites each prompt, e.g. skills in the student
+    prompt), HF generation on the GPU when there is one, in the trainer's precision; resumable (episodes are logged as
+    they end, `<out>/episodes.jsonl`). Writes `<out>/results.json`; returns the payload."""
+    import time
+    from functools import partial
+
+    import torch
+    from transformers import AutoTokenizer
+
+    from .envs import make_env
+    from .envs.pool import EnvPool
+    from .evaluation import run_panel, summarize, write_results
+    from .generation import HFGenerator, load_eval_model
+    from .models import model_path
+    from .prompts import make_prompt
+    from .rollout import RolloutCollector
+
+    args, env, model_cfg = cfg["trainer"], cfg["env"], cfg["model"]
+    log_to_file(out, "eval.log")
+    resolved = dump_config(cfg, out, headline)
+    path = model_path(model_cfg.name_or_path)
+    tok = AutoTokenizer.from_pretrained(path, padding_side="left")
+    model = load_eval_model(path, model_cfg.dtype, args.use_cpu)
+    torch.manual_seed(args.seed)
+    panel, seeds = load_panel(env)
+    slots = env.eval_batch_size or args.per_device_train_batch_size * (args.steps_per_generation or 1)
+    # in the trainer's precision: bf16 autocast when `bf16=True` (as the trained models are evaluated)
+    autocast_dtype = torch.bfloat16 if args.bf16 else None
+    generate = HFGenerator(model, tok, args.max_completion_length, env.eval_temperature, batch_size=slots,
+                           autocast_dtype=autocast_dtype)  # fmt: skip
+    with EnvPool(partial(make_env, env.name, **env.env_kwargs), slots, env.step_timeout, env.num_workers) as pool:
+        collector = RolloutCollector(
+            pool, make_prompt(prompt_family, env.history_length), tok, env.max_turns, env.max_prompt_length,
+            transform, args.chat_template_kwargs,
+        )  # fmt: skip
+        t0 = time.perf_counter()
+        records = run_panel(collector, generate, panel, seeds, out / "episodes.jsonl")
+    summary = summarize(records, seeds)
+    payload = {
+        "method": method,
+        "env": env.name,
+        "model": model_cfg.name_or_path,
+        "seed": args.seed,
+        "eval_seeds": seeds,
+        "eval_seconds": time.perf_counter() - t0,
+        "final": summary,
+        "curve": [],
+        "config": resolved,
+    }
+    write_results(out / "results.json", payload)
+    logger.info(f"eval {method}: success {summary['success_rate_mean']:.3f} +- {summary['success_rate_std']:.3f}")
+    return payload
+
+
 # ------------------------------------------------------------------------------------------------------ reproduce
 
 
@@ -445,6 +538,8 @@ def run_command(package: str, command: Callable[[], object], errors: tuple[type[
 
 
 __all__ = [
+    "evaluate_on_episodes",
+    "train_on_episodes",
     "run_training",
     "training_payload",
     "warn_launch_size",
