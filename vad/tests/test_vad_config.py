@@ -5,11 +5,11 @@ import importlib.resources
 
 import pytest
 
-from agentrl_shared.config import ConfigError, ModelConfig, load_config
+from agentrl_shared.config import ConfigError, LaunchConfig, ModelConfig, load_config
 from vad.config import ROWS, DataConfig, VADConfig, row_label
 
 
-SECTIONS = {"trainer": VADConfig, "data": DataConfig, "model": ModelConfig}
+SECTIONS = {"trainer": VADConfig, "data": DataConfig, "model": ModelConfig, "launch": LaunchConfig}
 CONFIGS = sorted(
     p.name[:-5] for p in (importlib.resources.files("vad") / "configs").iterdir() if p.name.endswith(".yaml")
 )

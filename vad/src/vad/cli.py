@@ -14,7 +14,6 @@ import argparse
 import json
 import logging
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -24,7 +23,8 @@ from agentrl_shared.offline import set_offline_env
 
 set_offline_env()  # before transformers / trl are imported
 
-from agentrl_shared.config import ConfigError, ModelConfig, load_config, to_dict  # noqa: E402
+from agentrl_shared.cli import LaunchFlags, add_launch_flags, launch, launch_flags, warn_launch_size  # noqa: E402
+from agentrl_shared.config import ConfigError, LaunchConfig, ModelConfig, load_config, to_dict  # noqa: E402
 from agentrl_shared.models import model_path  # noqa: E402
 from agentrl_shared.provenance import git_commit  # noqa: E402
 
@@ -34,7 +34,7 @@ from .warmstart import WARM_START  # noqa: E402
 
 
 logger = logging.getLogger("vad")
-SECTIONS = {"trainer": VADConfig, "data": DataConfig, "model": ModelConfig}
+SECTIONS = {"trainer": VADConfig, "data": DataConfig, "model": ModelConfig, "launch": LaunchConfig}
 SCALE_CONFIGS = {"cpu": "procedural_warm-tiny-qwen25vl_cpu", "paper": "visionopd_qwen3.5-4b_paper"}
 DEFAULT_OUTPUT = "runs/vad"
 TINY_VLM = "tiny-qwen25-vl"  # built offline by agentrl_shared.vlm
@@ -252,6 +252,7 @@ def train(cfg: dict, output: str, callbacks: list | None = None) -> dict:
     out = run_dir(output, cfg, row)
     args.output_dir = str(out / "trainer")
     trainer = build_trainer(cfg)
+    warn_launch_size(cfg, trainer)
     for callback in callbacks or []:
         trainer.add_callback(callback)
     processor = trainer.processing_class
@@ -301,39 +302,42 @@ def check_paper_scale(cfg: dict) -> None:
     vision_opd_file(cfg["data"].path or data_root() / "vision_opd")
 
 
-def reproduce(scale: str, config: str | None, output: str, overrides: list[str]) -> list[dict]:
-    """Every row of `data.rows` for every seed of `data.seeds`; a run whose `result.json` exists is not redone.
+def reproduce(
+    scale: str, config: str | None, output: str, overrides: list[str], flags: LaunchFlags = LaunchFlags()
+) -> list[dict]:
+    """Every row of `data.rows` for every seed of `data.seeds`; a run whose `result.json` exists is not redone (an
+    unfinished trained row goes on from its last checkpoint: `train` resumes).
 
-    cpu: in this process. paper: each trained row in its own `accelerate launch` (TRL's ZeRO-3 config), so every row
-    starts from fresh GPU memory; the `base` row is evaluated in this process.
+    cpu: in this process. paper: each trained row in its own `accelerate launch` (ZeRO-3) on the config's processes
+    (`launch:`), so every row starts from fresh GPU memory; the `base` row is evaluated in this process.
+    `flags.dry_run` prints the launch commands and runs nothing (no GPU or data check, no evaluation).
     """
     config = config or SCALE_CONFIGS[scale]
-    cfg = load(config, overrides)
-    if scale == "paper":
+    # a dry run plans on any machine: the paper trainer section asks for bf16 GPUs, so it is read on the CPU
+    plan = [*overrides, "trainer.use_cpu=true"] if flags.dry_run else overrides
+    cfg = load(config, plan)
+    if scale == "paper" and not flags.dry_run:
         check_paper_scale(cfg)
     records = []
     for seed in cfg["data"].seeds:
         for row in cfg["data"].rows:
-            run = load(config, [*overrides, f"trainer.seed={seed}"], None if ROWS[row] is None else row)
+            run = load(config, [*plan, f"trainer.seed={seed}"], None if ROWS[row] is None else row)
             label = row if ROWS[row] is None else row_label(run["trainer"], run["data"].minus_framing)
             done = run_dir(output, run, label) / "result.json"
             if done.exists():
                 logger.info("%s seed %d: finished earlier (%s), not redone", row, seed, done)
                 records.append(json.loads(done.read_text()))
-                continue
-            if ROWS[row] is None:
+            elif ROWS[row] is None and flags.dry_run:
+                print(f"# {row} seed {seed}: evaluated in this process (`vad eval --config {config}`), no launch")
+            elif ROWS[row] is None:
                 records.append(eval_base(run, output, row))
             elif scale == "cpu":
                 records.append(train(run, output))
             else:
-                import importlib.resources
-
-                zero3 = importlib.resources.files("trl") / "accelerate_configs" / "zero3.yaml"
-                cmd = ["accelerate", "launch", "--config_file", str(zero3), "-m", "vad.cli", "train", "--config",
-                       config, "--row", row, "--output", output, f"trainer.seed={seed}", *overrides]  # fmt: skip
-                logger.info("%s seed %d: %s", row, seed, " ".join(cmd))
-                subprocess.run(cmd, check=True)
-                records.append(json.loads(done.read_text()))
+                train_args = ["--config", config, "--row", row, "--output", output, f"trainer.seed={seed}", *overrides]
+                launch("vad", run["launch"], train_args, flags)
+                if not flags.dry_run:
+                    records.append(json.loads(done.read_text()))
     return records
 
 
@@ -362,6 +366,7 @@ def parser() -> argparse.ArgumentParser:
     common(q, f"default: {SCALE_CONFIGS['cpu']} (cpu) / {SCALE_CONFIGS['paper']} (paper)")
     q.add_argument("--scale", choices=sorted(SCALE_CONFIGS), default="cpu",
                    help="cpu: tiny VLM on procedural data, minutes; paper: GPU node, Vision-OPD-6K + 10 benchmarks")  # fmt: skip
+    add_launch_flags(q)
     q = sub.add_parser("report", help="file finished runs' results under --results and rebuild the README table")
     q.add_argument("runs", nargs="*", help="run folders to take result.json files from (searched recursively)")
     q.add_argument("--results", default="vad/results", help="committed results folder (default vad/results)")
@@ -383,7 +388,7 @@ def run(argv: list[str] | None = None):
 
         return report([Path(r) for r in ns.runs], Path(ns.results), Path(ns.readme))
     if ns.command == "reproduce":
-        return reproduce(ns.scale, ns.config, ns.output, ns.overrides)
+        return reproduce(ns.scale, ns.config, ns.output, ns.overrides, launch_flags(ns))
     cfg = load(ns.config or "smoke", ns.overrides, ns.row if ns.command == "train" else None)
     if ns.command == "train":
         return train(cfg, ns.output)

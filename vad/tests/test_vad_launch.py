@@ -1,0 +1,47 @@
+"""Paper-scale launch: `vad reproduce --scale paper --dry-run` prints one `accelerate launch` per trained row on the
+config's 8 processes and runs nothing (no GPU or data check, no launch, no evaluation); `--row` refuses a typo with the
+valid rows; `--dry-run` is refused at CPU scale."""
+
+import shlex
+import subprocess
+
+import pytest
+
+import vad.cli as cli
+from vad.config import ROWS
+
+
+def test_reproduce_paper_dry_run_prints_every_trained_row_on_8_processes(tmp_path, monkeypatch, capsys):
+    def fail(*args, **kwargs):
+        raise AssertionError(f"a dry run ran {args}")
+
+    monkeypatch.setattr(subprocess, "run", fail)
+    monkeypatch.setattr(cli, "check_paper_scale", fail)
+    monkeypatch.setattr(cli, "eval_base", fail)
+    cli.run(["reproduce", "--scale", "paper", "--dry-run", "--output", str(tmp_path)])
+    out = capsys.readouterr().out.splitlines()
+    commands = [shlex.split(line) for line in out if line.startswith("accelerate launch ")]
+    rows = cli.load(cli.SCALE_CONFIGS["paper"], ["trainer.use_cpu=true"])["data"].rows
+    trained = [r for r in rows if ROWS[r] is not None]
+    assert [c[c.index("--row") + 1] for c in commands] == trained and len(trained) == 9
+    for cmd in commands:
+        at = cmd.index("--num_processes")
+        assert cmd[at : at + 4] == ["--num_processes", "8", "--num_machines", "1"]
+        assert cmd[cmd.index("-m") : cmd.index("-m") + 3] == ["-m", "vad.cli", "train"]
+        assert "trainer.use_cpu=true" not in cmd  # the planning override stays out of the launched run
+    assert any(line.startswith("# base seed 42: evaluated in this process") for line in out)
+    assert not any(tmp_path.iterdir())  # nothing written
+
+
+def test_train_row_typo_is_refused_with_the_valid_rows(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["train", "--config", "smoke", "--row", "vad_fk"])
+    assert exc.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "invalid choice: 'vad_fk'" in error and all(r in error for r, v in ROWS.items() if v is not None)
+
+
+def test_dry_run_is_for_the_paper_scale(caplog):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["reproduce", "--dry-run"])
+    assert exc.value.code == 2 and "use it with --scale paper" in caplog.text
