@@ -24,7 +24,7 @@ FLAGS = {
         "--num-tasks",
         "--max-steps",
     },
-    "reproduce": {"--scale", "--seeds", "--output"},
+    "reproduce": {"--scale", "--seeds", "--output", "--dry-run", "--machine-rank", "--main-process-ip"},
     "report": {"--runs", "--readme"},
 }
 

@@ -9,7 +9,7 @@ from skillrise.cli import main
 FLAGS = {
     "train": {"--config", "--output", "--method"},
     "eval": {"--config", "--output", "--method"},
-    "reproduce": {"--scale", "--seeds", "--output"},
+    "reproduce": {"--scale", "--seeds", "--output", "--dry-run", "--machine-rank", "--main-process-ip"},
     "report": {"--runs", "--readme"},
 }
 

@@ -15,14 +15,17 @@ import time
 from pathlib import Path
 
 from agentrl_shared.cli import (
+    LaunchFlags,
     append_jsonl,
     build_parser,
-    check_paper_prerequisites,
     dump_config,
-    launch,
+    launch_flags,
     log_to_file,
+    method_switches,
     parse_args,
     pending_runs,
+    reproduce_paper,
+    resume_args,
     run_command,
     run_folder,
     seeds_arg,
@@ -37,9 +40,10 @@ set_offline_env()  # before transformers / trl are imported
 logger = logging.getLogger("envace")
 
 PACKAGE = "envace"
-# CPU plan: EnvACE against its baselines (paper section 5) as overrides of one config
 CPU_CONFIG = "tooltasks_smollm2-135m_cpu"
-CPU_METHODS = {
+# EnvACE and its baselines (paper section 5) as switches of any config: `train --method NAME` applies them before the
+# overrides (`run`, the default, applies none)
+METHODS = {
     "caller_only_real": ["trainer.tool_return_mode=real"],
     "envace": [],
 }
@@ -48,11 +52,12 @@ PAPER_CONFIGS = ["checklist_qwen3-8b_paper"]
 
 
 def sections():
-    from agentrl_shared.config import ModelConfig
+    from agentrl_shared.config import LaunchConfig, ModelConfig
 
     from .config import EnvACEConfig, EnvConfig, WarmStartConfig
 
-    return {"trainer": EnvACEConfig, "env": EnvConfig, "model": ModelConfig, "warmstart": WarmStartConfig}
+    return {"trainer": EnvACEConfig, "env": EnvConfig, "model": ModelConfig, "warmstart": WarmStartConfig,
+            "launch": LaunchConfig}  # fmt: skip
 
 
 def load(config: str, overrides: list[str]) -> dict:
@@ -290,12 +295,16 @@ def warm_start(cfg: dict, method: str = "warmstart", output: Path = Path("runs/e
     return payload
 
 
-def reproduce(scale: str, seeds: list[int], overrides: list[str], output: Path) -> None:
-    """Run one scale's plan into `output/<scale>/<method>/...` (a finished run is not redone, so an interrupted plan
-    resumes). CPU: the format warm start when the config has one (`warmstart.num_tasks`; every method then starts
-    from its checkpoint, "untrained" = warm-started, no RL), untrained vs caller-only with real tools vs EnvACE on the
-    generated tool tasks, then test-time rehearsal (parallel, sequential) of the untrained and the EnvACE policies. Paper: EnvACE on each paper config,
-    launched with `accelerate`. Tracked files are never written here: `envace report --runs <output>` copies the
+def reproduce(
+    scale: str, seeds: list[int], overrides: list[str], output: Path, flags: LaunchFlags = LaunchFlags()
+) -> None:
+    """Run one scale's plan into `output/<scale>/<method>/...` (a finished run is not redone, an unfinished one goes on
+    from its last checkpoint). CPU: the format warm start when the config has one (`warmstart.num_tasks`; every
+    method then starts from its checkpoint, "untrained" = warm-started, no RL), untrained vs caller-only with real
+    tools vs EnvACE on the generated tool tasks, then test-time rehearsal (parallel, sequential) of the untrained and
+    the EnvACE policies. Paper: EnvACE on each paper config, an `accelerate launch` on its config's processes and
+    machines (`launch:`, 16 over 2: `reproduce` runs on each machine with its `--machine-rank`); `flags.dry_run`
+    prints those commands only. Tracked files are never written here: `envace report --runs <output>` copies the
     results into `envace/results/` and rebuilds the README tables."""
     if scale == "cpu":
         warm = load(CPU_CONFIG, overrides)["warmstart"].num_tasks > 0
@@ -304,13 +313,14 @@ def reproduce(scale: str, seeds: list[int], overrides: list[str], output: Path) 
         base = "warmstart" if warm else None
         plan = {"warmstart": ("warmstart", [], "none", None)} if warm else {}
         plan |= {"untrained": ("eval", [], "none", base)}
-        plan |= {m: ("train", extra, "none", base) for m, extra in CPU_METHODS.items()}
+        plan |= {m: ("train", extra, "none", base) for m, extra in METHODS.items()}
         plan |= {f"{name}_{policy}": ("eval", [], mode, start) for name, mode in CPU_TTS.items()
                  for policy, start in (("untrained", base), ("envace", "envace"))}  # fmt: skip
         for _, seed, method, run in pending_runs(output, "cpu", seeds, list(plan)):
             kind, extra, tts, start = plan[method]
             model = [f"model.name_or_path={output / 'cpu' / start / f'seed{seed}' / 'final'}"] if start else []
-            cfg = load(CPU_CONFIG, [*extra, *overrides, *model, f"trainer.seed={seed}", f"trainer.output_dir={run}"])
+            cfg = load(CPU_CONFIG, [*extra, *overrides, *model, f"trainer.seed={seed}", f"trainer.output_dir={run}",
+                                    *resume_args(run)])  # fmt: skip
             if kind == "warmstart":
                 warm_start(cfg, method)
             elif kind == "eval":
@@ -318,9 +328,7 @@ def reproduce(scale: str, seeds: list[int], overrides: list[str], output: Path) 
             else:
                 train(cfg, method)
     else:
-        check_paper_prerequisites("EnvACE", PAPER_CONFIGS, load)
-        for name, seed, method, run in pending_runs(output, "paper", seeds, ["envace"], PAPER_CONFIGS):
-            launch(PACKAGE, name, method, run, [f"trainer.seed={seed}", *overrides])
+        reproduce_paper(PACKAGE, "EnvACE", PAPER_CONFIGS, ["envace"], seeds, overrides, output, flags, load)
     logger.info(f"reproduce: runs are in {output}; `envace report --runs {output}` updates envace/results and the "
                 "README")  # fmt: skip
 
@@ -328,7 +336,7 @@ def reproduce(scale: str, seeds: list[int], overrides: list[str], output: Path) 
 def main(argv: list[str] | None = None) -> None:
     from .data import DataError
 
-    parser, subs = build_parser(PACKAGE, __doc__, CPU_CONFIG)
+    parser, subs = build_parser(PACKAGE, __doc__, CPU_CONFIG, list(METHODS))
     q = subs["eval"]
     q.add_argument("--tts", default="none", choices=["none", "parallel", "sequential"],
                    help="test-time rehearsal before the one committed execution (default none)")  # fmt: skip
@@ -360,9 +368,9 @@ def main(argv: list[str] | None = None) -> None:
 
             report(ns.readme, ns.runs)
         elif ns.command == "reproduce":
-            reproduce(ns.scale, seeds_arg(ns.seeds), ns.overrides, ns.output)
+            reproduce(ns.scale, seeds_arg(ns.seeds), ns.overrides, ns.output, launch_flags(ns))
         elif ns.command == "train":
-            train(load(ns.config, ns.overrides), ns.method, ns.output)
+            train(load(ns.config, [*method_switches(METHODS, ns.method), *ns.overrides]), ns.method, ns.output)
         elif ns.benchmark != "panel":
             from .benchmarks import run_benchmark
 

@@ -13,14 +13,17 @@ import time
 from pathlib import Path
 
 from agentrl_shared.cli import (
+    LaunchFlags,
     append_jsonl,
     build_parser,
-    check_paper_prerequisites,
     dump_config,
-    launch,
+    launch_flags,
     log_to_file,
+    method_switches,
     parse_args,
     pending_runs,
+    reproduce_paper,
+    resume_args,
     run_command,
     run_folder,
     seeds_arg,
@@ -35,29 +38,29 @@ set_offline_env()  # before transformers / trl are imported
 logger = logging.getLogger("skillrise")
 
 PACKAGE = "skillrise"
-# CPU plan: SkillRise against its baselines (the official README's GRPO, no-carry and reflect runs) as overrides of
-# one config. GRPO keeps the rollout budget: 1 group x 4 trials x K 3 = 12 task plays per rollout, so single tasks with a group of 12.
 CPU_CONFIG = "textrooms_smollm2-135m_cpu"
-CPU_METHODS = {
+# SkillRise and its baselines (the official README's GRPO, no-carry and reflect runs) as switches of any config:
+# `train --method NAME` applies them before the overrides (`run`, the default, applies none). GRPO keeps the rollout
+# budget (`method_config`): a trial's K tasks become K single-task plays in one group of K x N, K times the trials per
+# rank (CPU: 1 group x 4 trials x K 3 = one group of 12; paper: 16 groups x 8 trials x 3 = 16 tasks x 24); validated
+# with no carry
+METHODS = {
     "grpo": ["trainer.group_size_k=1", "trainer.carry_mode=none", "trainer.advantage_mode=grpo",
-             "trainer.num_generations=12", "trainer.per_device_train_batch_size=6", "env.eval_carry_mode=none"],
+             "env.eval_carry_mode=none"],
     "no_carry": ["trainer.carry_mode=none", "env.eval_carry_mode=none"],
     "reflect": ["trainer.carry_mode=reflect", "env.curate_prefix=<reflection>"],
     "skillrise": [],
 }  # fmt: skip
 PAPER_CONFIGS = ["scienceworld_qwen3-4b_paper", "alfworld_qwen3-4b_paper", "webshop_qwen3-4b_paper"]
-# GRPO with the matched budget (16 groups x 8 trials x 3 tasks = 16 tasks x 24): single tasks, group 24, three times
-# the trials per rank (`per_device_train_batch_size` is scaled in `reproduce`); validated with 3 attempts, no carry
-PAPER_METHODS = {"grpo": ["trainer.group_size_k=1", "trainer.carry_mode=none", "trainer.advantage_mode=grpo",
-                          "trainer.num_generations=24", "env.eval_carry_mode=none"], "skillrise": []}  # fmt: skip
+PAPER_METHODS = ["grpo", "skillrise"]  # the paper's table: SkillRise against GRPO with the matched budget
 
 
 def sections():
-    from agentrl_shared.config import ModelConfig
+    from agentrl_shared.config import LaunchConfig, ModelConfig
 
     from .config import EnvConfig, SkillRiseConfig
 
-    return {"trainer": SkillRiseConfig, "env": EnvConfig, "model": ModelConfig}
+    return {"trainer": SkillRiseConfig, "env": EnvConfig, "model": ModelConfig, "launch": LaunchConfig}
 
 
 def load(config: str, overrides: list[str]) -> dict:
@@ -291,33 +294,41 @@ def evaluate_model(cfg: dict, method: str = "eval", output: Path = Path("runs/sk
     return payload
 
 
-def reproduce(scale: str, seeds: list[int], overrides: list[str], output: Path) -> None:
-    """Run one scale's plan into `output/<scale>/<method>/...` (a finished run is not redone, so an interrupted plan
-    resumes). CPU: untrained vs GRPO vs no-carry vs reflection carry vs SkillRise on TextRooms, per seed. Paper: GRPO
-    (matched budget) and SkillRise on each paper config, launched with `accelerate`. Tracked files are never written
-    here: `skillrise report --runs <output>` copies the results into `skillrise/results/` and rebuilds the README."""
+def method_config(config: str, method: str, overrides: list[str]) -> dict:
+    """`config` with `method`'s switches before the overrides (`METHODS`; an unknown name is a configuration error).
+    GRPO's group and trials per rank are K times the config's (as overridden), after the overrides: the budget."""
+    switches = method_switches(METHODS, method)
+    if method == "grpo":
+        t = load(config, overrides)["trainer"]
+        budget = [f"trainer.num_generations={t.group_size_k * t.num_generations}",
+                  f"trainer.per_device_train_batch_size={t.group_size_k * t.per_device_train_batch_size}"]  # fmt: skip
+        return load(config, [*switches, *overrides, *budget])
+    return load(config, [*switches, *overrides])
+
+
+def reproduce(
+    scale: str, seeds: list[int], overrides: list[str], output: Path, flags: LaunchFlags = LaunchFlags()
+) -> None:
+    """Run one scale's plan into `output/<scale>/<method>/...` (a finished run is not redone, an unfinished one goes on
+    from its last checkpoint). CPU: untrained vs GRPO vs no-carry vs reflection carry vs SkillRise on TextRooms, per
+    seed. Paper: GRPO (matched budget) and SkillRise on each paper config, each an `accelerate launch` on its config's
+    processes (`launch:`); `flags.dry_run` prints those commands only. Tracked files are never written here:
+    `skillrise report --runs <output>` copies the results into `skillrise/results/` and rebuilds the README."""
     if scale == "cpu":
-        methods = {"untrained": [], **CPU_METHODS}
-        for _, seed, method, run in pending_runs(output, "cpu", seeds, list(methods)):
-            cfg = load(CPU_CONFIG, [*methods[method], *overrides, f"trainer.seed={seed}", f"trainer.output_dir={run}"])
+        for _, seed, method, run in pending_runs(output, "cpu", seeds, ["untrained", *METHODS]):
+            run_overrides = [*overrides, f"trainer.seed={seed}", f"trainer.output_dir={run}", *resume_args(run)]
             if method == "untrained":
-                evaluate_model(cfg, method)
+                evaluate_model(load(CPU_CONFIG, run_overrides), method)
             else:
-                train(cfg, method)
+                train(method_config(CPU_CONFIG, method, run_overrides), method)
     else:
-        check_paper_prerequisites("SkillRise", PAPER_CONFIGS, load)
-        for name, seed, method, run in pending_runs(output, "paper", seeds, list(PAPER_METHODS), PAPER_CONFIGS):
-            extra = PAPER_METHODS[method]
-            if method == "grpo":
-                per_device = load(name, ["trainer.use_cpu=true"])["trainer"].per_device_train_batch_size
-                extra = [*extra, f"trainer.per_device_train_batch_size={3 * per_device}"]
-            launch(PACKAGE, name, method, run, [f"trainer.seed={seed}", *extra, *overrides])
+        reproduce_paper(PACKAGE, "SkillRise", PAPER_CONFIGS, PAPER_METHODS, seeds, overrides, output, flags, load)
     logger.info(f"reproduce: runs are in {output}; `skillrise report --runs {output}` updates skillrise/results and "
                 "the README")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser, subs = build_parser(PACKAGE, __doc__, CPU_CONFIG)
+    parser, subs = build_parser(PACKAGE, __doc__, CPU_CONFIG, list(METHODS))
     ns = parse_args(parser, subs, argv)
     setup_logging()
 
@@ -327,9 +338,9 @@ def main(argv: list[str] | None = None) -> None:
 
             report(ns.readme, ns.runs)
         elif ns.command == "reproduce":
-            reproduce(ns.scale, seeds_arg(ns.seeds), ns.overrides, ns.output)
+            reproduce(ns.scale, seeds_arg(ns.seeds), ns.overrides, ns.output, launch_flags(ns))
         elif ns.command == "train":
-            train(load(ns.config, ns.overrides), ns.method, ns.output)
+            train(method_config(ns.config, ns.method, ns.overrides), ns.method, ns.output)
         else:
             evaluate_model(load(ns.config, ns.overrides), ns.method, ns.output)
 
