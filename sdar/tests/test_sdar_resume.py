@@ -1,10 +1,13 @@
 """A run stopped after its first rollout and resumed from that checkpoint ends where the uninterrupted run ends."""
 
 import json
+import os
+import signal
 
 import torch
 from safetensors.torch import load_file
 
+from agentrl_shared.trainer import MultiTurnGRPOTrainer
 from sdar.cli import main
 
 
@@ -69,5 +72,30 @@ def test_saves_due_inside_a_rollout_happen_at_its_end_and_the_last_rollout_is_sa
     first = min(saved)
     main([*common, f"trainer.output_dir={resumed}", f"trainer.resume_from_checkpoint={saved[first]}"])
     wa, wb = (load_file(d / "final" / "model.safetensors") for d in (full, resumed))
+    for k in wa:
+        torch.testing.assert_close(wa[k], wb[k], rtol=0, atol=1e-6, msg=k)
+
+
+def test_sigterm_stops_after_the_rollout_with_a_checkpoint_that_resumes_to_the_same_weights(tmp_path, monkeypatch):
+    full, stopped = tmp_path / "full", tmp_path / "stopped"
+    common = ["train", "--config", "smoke", "trainer.num_rollouts=2", "trainer.learning_rate=0.001"]  # no saves
+    main([*common, f"trainer.output_dir={full}"])
+    collect = MultiTurnGRPOTrainer._collect
+
+    def collect_then_sigterm(self, *args):  # the signal arrives while the first rollout is being played
+        episodes = collect(self, *args)
+        if self.rollouts_done == 0:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return episodes
+
+    monkeypatch.setattr(MultiTurnGRPOTrainer, "_collect", collect_then_sigterm)
+    main([*common, f"trainer.output_dir={stopped}"])
+    assert not (stopped / "results.json").exists()  # unfinished: `reproduce` would resume it
+    saved = checkpoints(stopped)
+    assert sorted(saved) == [1]  # the rollout in progress finished and was saved
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is removed after training
+    monkeypatch.undo()
+    main([*common, f"trainer.output_dir={stopped}", f"trainer.resume_from_checkpoint={saved[1]}"])
+    wa, wb = (load_file(d / "final" / "model.safetensors") for d in (full, stopped))
     for k in wa:
         torch.testing.assert_close(wa[k], wb[k], rtol=0, atol=1e-6, msg=k)

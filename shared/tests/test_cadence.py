@@ -11,7 +11,9 @@ from agentrl_shared.cadence import RolloutCadence
 def drive(rollout_lengths: list[int], save_steps: int, save_strategy: str = "steps") -> tuple[list[int], int]:
     """Run the callback over optimizer steps (HF marks a save due every `save_steps` steps); returns the steps
     at which a save happened and the step at which training stopped."""
-    trainer = SimpleNamespace(rollouts_done=0, rollout_finished=False, log_rollout_line=lambda: None)
+    trainer = SimpleNamespace(
+        rollouts_done=0, rollout_finished=False, log_rollout_line=lambda: None, _sum_ranks=lambda *values: list(values)
+    )
     cadence = RolloutCadence(trainer)
     args = SimpleNamespace(num_rollouts=len(rollout_lengths), save_strategy=save_strategy)
     saved, step = [], 0
@@ -44,3 +46,17 @@ def test_a_save_due_at_a_rollout_end_is_taken_there_once():
 def test_no_checkpoint_when_the_run_never_saves():
     saved, stopped = drive([3, 2], save_steps=4, save_strategy="no")
     assert saved == [] and stopped == 5
+
+
+def test_a_signal_stops_at_the_end_of_the_rollout_in_progress_with_a_checkpoint():
+    trainer = SimpleNamespace(rollouts_done=1, rollout_finished=False, log_rollout_line=lambda: None,
+                              _sum_ranks=lambda *values: list(values), stopped_by_signal=False)  # fmt: skip
+    cadence = RolloutCadence(trainer)
+    args = SimpleNamespace(num_rollouts=5, save_strategy="no")
+    cadence.signalled = "SIGTERM"  # arrives during rollout 1
+    control = TrainerControl()
+    cadence.on_step_end(args, None, control)  # mid-rollout: nothing yet
+    assert not control.should_training_stop and not control.should_save
+    trainer.rollout_finished = True
+    cadence.on_step_end(args, None, control)  # the rollout's last step: saved and stopped, though saving is off
+    assert control.should_training_stop and control.should_save and trainer.stopped_by_signal

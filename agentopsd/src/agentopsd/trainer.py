@@ -12,7 +12,6 @@ import time
 import torch
 
 from agentrl_shared.prompts import make_prompt
-from agentrl_shared.skills import student_prompt, teacher_prompt, teacher_skills
 from agentrl_shared.trainer import MultiTurnGRPOTrainer
 
 from .config import ENV_TO_PROMPT, AgentOPSDConfig, EnvConfig
@@ -82,18 +81,10 @@ class AgentOPSDTrainer(MultiTurnGRPOTrainer):
         # by the collector, tokenised and left-truncated like the student's
         self._build_collectors(
             make_prompt(ENV_TO_PROMPT[env_config.name], env_config.history_length),
-            prompt_transform=self._student_skill_transform if args.skills_in_student_prompt else None,
-            teacher_transform=self._skill_transform if self.uses_teacher else None,
-            eval_transform=self._student_skill_transform if args.eval_with_skills else None,
+            student_skills=args.skills_in_student_prompt,
+            teacher=self.uses_teacher,
+            eval_skills=args.eval_with_skills,
         )
-
-    def _skill_transform(self, text: str, task: dict) -> str:
-        """The teacher prompt of a row (`build_teacher_batch`: official selection, `skill_position`)."""
-        return teacher_prompt(text, teacher_skills(self.env_config.name, task, text), self.args.skill_position)
-
-    def _student_skill_transform(self, text: str, task: dict) -> str:
-        """Skill-GRPO / Skill-Prompt*: skills at the start of the student's user message."""
-        return student_prompt(self.env_config.name, text, task)
 
     # --- hooks of MultiTurnGRPOTrainer ---
     @property
@@ -234,15 +225,8 @@ class AgentOPSDTrainer(MultiTurnGRPOTrainer):
             m["agentopsd/multiplier_clipped_ratio"].append(((f - 1).abs() >= edge - 1e-6).float().mean().item())
 
     def _compute_loss(self, model, inputs):
-        prompt_ids, prompt_mask = inputs["prompt_ids"], inputs["prompt_mask"]
-        completion_ids, mask = inputs["completion_ids"], inputs["completion_mask"]
-        logps, entropies, _ = self._get_per_token_logps_and_entropies(
-            model,
-            torch.cat([prompt_ids, completion_ids], dim=1),
-            torch.cat([prompt_mask, mask], dim=1),
-            completion_ids.size(1),
-            compute_entropy=True,
-        )  # (B, C) each, with grad
+        mask = inputs["completion_mask"]
+        logps, entropies = self._policy_forward(model, inputs)  # (B, C) each, with grad
         loss, sums = step_loss(
             logps,
             entropies,
@@ -259,15 +243,7 @@ class AgentOPSDTrainer(MultiTurnGRPOTrainer):
             entropy_coef=self.args.entropy_coef,
             sdl_coef=self.args.sdl_coef,
         )
-        # metrics: token means over this micro-batch on all ranks (one all-reduce; every rank runs every micro-batch)
-        names = sorted(sums)
-        stats = torch.stack([sums[k] for k in names] + [mask.sum().to(logps.dtype)])
-        stats = self.accelerator.reduce(stats.float(), reduction="sum")
-        tokens = stats[len(names)].item()
-        if tokens > 0:
-            mode = "train" if self.model.training else "eval"
-            for i, key in enumerate(names):
-                self._metrics[mode][{"pg": "policy_loss", "sdl": "skillsd/loss"}.get(key, key)].append(
-                    stats[i].item() / tokens
-                )
+        # metrics: token means over this micro-batch on all ranks
+        rename = {"pg": "policy_loss", "sdl": "skillsd/loss"}
+        self._log_token_means({rename.get(k, k): v for k, v in sums.items()}, mask.sum())
         return loss

@@ -10,10 +10,7 @@ to the PPO actor loss.
 import math
 import time
 
-import torch
-
 from agentrl_shared.prompts import make_prompt
-from agentrl_shared.skills import student_prompt, teacher_prompt, teacher_skills
 from agentrl_shared.trainer import MultiTurnGRPOTrainer
 
 from .config import ENV_TO_PROMPT, EnvConfig, SDARConfig
@@ -66,18 +63,10 @@ class SDARTrainer(MultiTurnGRPOTrainer):
         # prompts carry skills only for the `*` rows of Table 1 (Skill-Prompt*, Skill-GRPO*)
         self._build_collectors(
             make_prompt(ENV_TO_PROMPT[env_config.name], env_config.history_length),
-            prompt_transform=self._student_skill_transform if args.skills_in_student_prompt else None,
-            teacher_transform=self._skill_transform if self.uses_teacher else None,
-            eval_transform=self._student_skill_transform if args.eval_with_skills else None,
+            student_skills=args.skills_in_student_prompt,
+            teacher=self.uses_teacher,
+            eval_skills=args.eval_with_skills,
         )
-
-    def _skill_transform(self, text: str, task: dict) -> str:
-        """The teacher prompt of a row (agentrl_shared.skills: official selection and block position)."""
-        return teacher_prompt(text, teacher_skills(self.env_config.name, task, text), self.args.skill_position)
-
-    def _student_skill_transform(self, text: str, task: dict) -> str:
-        """Skill-GRPO / Skill-Prompt*: skills at the start of the student's user message (main_skill_grpo)."""
-        return student_prompt(self.env_config.name, text, task)
 
     # --- hooks of MultiTurnGRPOTrainer ---
     @property
@@ -109,15 +98,8 @@ class SDARTrainer(MultiTurnGRPOTrainer):
         return metrics
 
     def _compute_loss(self, model, inputs):
-        prompt_ids, prompt_mask = inputs["prompt_ids"], inputs["prompt_mask"]
-        completion_ids, mask = inputs["completion_ids"], inputs["completion_mask"]
-        logps, entropies, _ = self._get_per_token_logps_and_entropies(
-            model,
-            torch.cat([prompt_ids, completion_ids], dim=1),
-            torch.cat([prompt_mask, mask], dim=1),
-            completion_ids.size(1),
-            compute_entropy=True,
-        )  # (B, C) each, with grad
+        mask = inputs["completion_mask"]
+        logps, entropies = self._policy_forward(model, inputs)  # (B, C) each, with grad
         teacher = inputs.get("teacher_per_token_logps")
         loss, sums = step_loss(
             logps,
@@ -136,24 +118,12 @@ class SDARTrainer(MultiTurnGRPOTrainer):
             sdar_coef=self.args.sdar_coef,
             gate_beta=self.args.gate_beta,
         )
-        # metrics: token means over this micro-batch on all ranks (one all-reduce; every rank runs every micro-batch)
-        names = sorted(sums)
-        stats = torch.stack([sums[k] for k in names] + [mask.sum().to(logps.dtype)])
+        # metrics: token means over this micro-batch on all ranks
+        rename = {"pg": "policy_loss", "sdar": "sdar/loss"}
+        logged = {rename.get(k, k): v for k, v in sums.items()}
         if teacher is not None:
-            g = gate_statistics(logps.detach(), teacher, mask, gate_beta=self.args.gate_beta)
-            n = mask.sum().item()
-            stats = torch.cat(
-                [stats, torch.tensor([g[k] * n for k in sorted(g)], dtype=stats.dtype, device=stats.device)]
-            )
-        stats = self.accelerator.reduce(stats.float(), reduction="sum")
-        tokens = stats[len(names)].item()
-        if tokens > 0:
-            mode = "train" if self.model.training else "eval"
-            for i, key in enumerate(names):
-                self._metrics[mode][{"pg": "policy_loss", "sdar": "sdar/loss"}.get(key, key)].append(
-                    stats[i].item() / tokens
-                )
-            if teacher is not None:
-                for j, key in enumerate(sorted(g)):
-                    self._metrics[mode][f"sdar/{key}"].append(stats[len(names) + 1 + j].item() / tokens)
+            n = mask.sum()
+            for key, value in gate_statistics(logps.detach(), teacher, mask, gate_beta=self.args.gate_beta).items():
+                logged[f"sdar/{key}"] = value * n  # a token mean back to a token sum
+        self._log_token_means(logged, mask.sum())
         return loss

@@ -12,13 +12,19 @@ them.
 """
 
 import json
+import logging
 import math
+import signal
+import threading
 from pathlib import Path
 
 import torch
 from torch.utils.data import Sampler
 from transformers import TrainerCallback
 from transformers.trainer_callback import ExportableState
+
+
+logger = logging.getLogger(__name__)
 
 
 class GroupedTaskSampler(Sampler):
@@ -67,11 +73,23 @@ class RolloutCadence(TrainerCallback, ExportableState):
     saved (unless `save_strategy="no"`). The rollout count is saved in every checkpoint's `trainer_state.json` and
     restored on resume, so a resumed run continues the rollout-counted LR schedule and group ids and stops after
     `num_rollouts` rollouts in all (the HF loop skips the data batches of the optimizer steps already taken, so the
-    sampler resumes at the same task group; HF restores each rank's RNG states)."""
+    sampler resumes at the same task group; HF restores each rank's RNG states).
+
+    SIGTERM (a cluster's pre-emption) or SIGINT stops the run cleanly: the rollout in progress finishes, is saved
+    and training ends (`trainer.stopped_by_signal`); the ranks agree at every rollout end (one all-reduce), so a
+    signal that reached one rank stops all of them at the same step. A second SIGINT interrupts at once."""
 
     def __init__(self, trainer):
         self.trainer = trainer
         self.save_pending = False
+        self.signalled: str | None = None
+        self._previous_handlers: dict = {}
+
+    def _on_signal(self, signum, frame) -> None:
+        if self.signalled == "SIGINT" and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.signalled = signal.Signals(signum).name
+        logger.warning(f"{self.signalled}: stopping after this rollout, with a checkpoint (SIGINT again: at once)")
 
     def state(self) -> dict:
         return {"args": {}, "attributes": {"rollouts_done": self.trainer.rollouts_done}}
@@ -79,6 +97,15 @@ class RolloutCadence(TrainerCallback, ExportableState):
     def on_train_begin(self, args, state, control, **kwargs):
         # a fresh state holds this callback's state at construction (0); a resumed one the checkpoint's
         self.trainer.rollouts_done = state.stateful_callbacks[type(self).__name__]["attributes"]["rollouts_done"]
+        self.trainer.stopped_by_signal = False
+        if threading.current_thread() is threading.main_thread():  # (signal handlers live in the main thread)
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                self._previous_handlers[sig] = signal.signal(sig, self._on_signal)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        for sig, handler in self._previous_handlers.items():
+            signal.signal(sig, handler)
+        self._previous_handlers.clear()
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if state.is_world_process_zero and logs:
@@ -98,6 +125,9 @@ class RolloutCadence(TrainerCallback, ExportableState):
         t.log_rollout_line()
         if self.save_pending:
             control.should_save, self.save_pending = True, False
+        if t._sum_ranks(float(self.signalled is not None))[0] > 0:  # every rank takes the same decision
+            t.stopped_by_signal = True
+            control.should_training_stop = control.should_save = True
         if t.rollouts_done >= args.num_rollouts:
             control.should_training_stop = True
             # the last finished rollout is always in a checkpoint when the run saves at all

@@ -119,14 +119,15 @@ def run_training(
     eval_every: int,
     eval_before_train: bool,
     resume_from_checkpoint: str | bool | None = None,
-) -> dict:
+) -> dict | None:
     """The one run loop: train -> an evaluation every `eval_every` rollouts -> the final evaluation -> results.
 
     Every evaluation runs on every rank (their generation is collective) and every rank keeps the same curve, so
     every rank takes the same branch at the end: the last rollout's evaluation is reused when it ran, otherwise
     every rank runs the final one. `evaluate(trainer)` returns the panel summary (the same on every rank);
     `describe(summary)` is its console line. The main process appends each point to `<out>/eval_curve.jsonl`; a
-    resumed run keeps the points logged before its checkpoint. Returns `{"curve", "final", "train_seconds"}`.
+    resumed run keeps the points logged before its checkpoint. Returns `{"curve", "final", "train_seconds"}`, or
+    None when a signal stopped training (SIGTERM/SIGINT, `RolloutCadence`: the last rollout is in a checkpoint).
     """
     import time
 
@@ -163,6 +164,9 @@ def run_training(
         point()
     trainer.train(resume_from_checkpoint=resume_from_checkpoint)
     train_s = time.perf_counter() - t0
+    if trainer.stopped_by_signal:  # a checkpoint of the last finished rollout exists; `reproduce` resumes from it
+        logger.warning(f"stopped by a signal after {trainer.rollouts_done} rollouts; resume from {out}/checkpoint-*")
+        return None
     # the curve is the same on every rank, so every rank takes the same branch here (no lone evaluation)
     final = curve[-1] if curve and curve[-1]["rollouts"] == trainer.rollouts_done else point()
     return {
@@ -197,7 +201,8 @@ def training_payload(trainer, cfg: dict, resolved: dict, method: str, eval_seeds
 def train_on_episodes(trainer_cls, cfg: dict, method: str, out: Path, headline: str) -> dict:
     """`<pkg> train` of a package whose trainer plays verl-agent episodes on a shared environment (SDAR, AgentOPSD):
     load the tasks and the panel, build `trainer_cls(model, args, env, tasks)`, `run_training`, save the final
-    weights under `<out>/final`, write `<out>/results.json` (main process); returns the payload on every rank."""
+    weights under `<out>/final`, write `<out>/results.json` (main process); returns the payload on every rank (`{}`
+    when a signal stopped the run before its end)."""
     from transformers import AutoTokenizer
 
     from .envs import load_tasks
@@ -222,8 +227,10 @@ def train_on_episodes(trainer_cls, cfg: dict, method: str, out: Path, headline: 
     run = run_training(trainer, evaluate, lambda s: f"success {s['success_rate_mean']:.3f}", out,
                        eval_every=env.eval_every, eval_before_train=env.eval_before_train,
                        resume_from_checkpoint=args.resume_from_checkpoint)  # fmt: skip
-    trainer.save_model(str(out / "final"))  # weights stay under the run's folder
     trainer.pool.close()
+    if run is None:  # stopped by a signal: no results (the run is unfinished)
+        return {}
+    trainer.save_model(str(out / "final"))  # weights stay under the run's folder
     payload = training_payload(trainer, cfg, resolved, method, seeds, run)
     if trainer.accelerator.is_main_process:
         write_results(out / "results.json", payload)

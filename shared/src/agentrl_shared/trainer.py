@@ -32,6 +32,7 @@ from .envs import make_env
 from .envs.pool import EnvPool
 from .generation import sampling_overrides, trainer_generate_fn
 from .rollout import Episode, RolloutCollector, Row, episode_counts, equal_prompt_count, metrics_from_counts
+from .skills import student_prompt, teacher_prompt, teacher_skills
 
 
 logger = logging.getLogger(__name__)
@@ -108,6 +109,8 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
     - `_extra_forwards(micro_batches, indices, rows, plan)`: no-grad forwards after theta_old and the reference (the
       self-teacher of SDAR and AgentOPSD; AgentOPSD's advantage reshaping).
     - `_rollout_metrics(episodes, rows)`: the rank-reduced episode metrics (default: `env/*` from `Episode`s).
+    - `_build_collectors(prompt, ...)` builds the pool and collectors of a verl-agent package (SDAR, AgentOPSD), with
+      the self-teacher prompt recorded per row; `_policy_forward` and `_log_token_means` serve a `_compute_loss`.
     - `_max_rows_per_item()`: the most rows one item can produce (bounds the HF loop's `max_steps`).
     - `_micro_rows(num_rows)`: rows per micro-batch (default `micro_batch_rows`; EnvACE sizes it per rollout).
     The loss (`_compute_loss`) stays the package's: it reads `token_normalizer` (the step's global real loss tokens /
@@ -165,10 +168,13 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         self.remove_callback(ProgressCallback)
         self.add_callback(RolloutCadence(self))
 
-    def _build_collectors(self, prompt, prompt_transform=None, teacher_transform=None, eval_transform=None) -> None:
+    def _build_collectors(self, prompt, *, student_skills: bool, teacher: bool, eval_skills: bool) -> None:
         """The environment pool and the shared `RolloutCollector`s of a verl-agent style package: `self.collector`
-        for rollouts (recording the teacher prompt when `teacher_transform` is given) and `self.eval_collector` for the
-        panel, one pool for both (a rollout uses its first `episodes_per_rank` slots)."""
+        for rollouts and `self.eval_collector` for the panel, one pool for both (a rollout uses its first
+        `episodes_per_rank` slots). With `teacher`, every training row also records its self-teacher prompt (the same
+        turn with the skill block, `agentrl_shared.skills`: official selection, `args.skill_position`), tokenised and
+        left-truncated like the student's; `student_skills` / `eval_skills` put the skills in the student's own
+        prompt in training / evaluation (the Skill-GRPO and Skill-Prompt* baselines)."""
         env = self.env_config
         self.eval_batch_size = env.eval_batch_size or self.episodes_per_rank
         self.pool = EnvPool(
@@ -185,9 +191,17 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             "max_prompt_length": env.max_prompt_length,
             "chat_template_kwargs": self.args.chat_template_kwargs,
         }
-        self.collector = RolloutCollector(prompt_transform=prompt_transform, teacher_transform=teacher_transform,
-                                          **common)  # fmt: skip
-        self.eval_collector = RolloutCollector(prompt_transform=eval_transform, **common)
+        student = partial(student_prompt, env.name)  # (text, task) -> skills at the start of the user message
+        self.collector = RolloutCollector(
+            prompt_transform=student if student_skills else None,
+            teacher_transform=self._teacher_prompt if teacher else None,
+            **common,
+        )
+        self.eval_collector = RolloutCollector(prompt_transform=student if eval_skills else None, **common)
+
+    def _teacher_prompt(self, text: str, task: dict) -> str:
+        """The self-teacher prompt of a row: the student's with the task's skills (`agentrl_shared.skills`)."""
+        return teacher_prompt(text, teacher_skills(self.env_config.name, task, text), self.args.skill_position)
 
     # --- hooks (defaults: the verl-agent GRPO baseline on `Episode`s) ---
     def _max_rows_per_item(self) -> int:
@@ -270,6 +284,30 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         attention_mask = torch.cat([prompt_mask, completion_mask], dim=1)
         logps, _, _ = self._get_per_token_logps_and_entropies(model, input_ids, attention_mask, completion_ids.size(1))
         return logps  # (B, C)
+
+    def _policy_forward(self, model, inputs: dict) -> tuple[Tensor, Tensor]:
+        """One forward of the policy being trained, with grad: (B, C) log-probs and entropies of the completion."""
+        prompt_ids, completion_ids = inputs["prompt_ids"], inputs["completion_ids"]
+        logps, entropies, _ = self._get_per_token_logps_and_entropies(
+            model,
+            torch.cat([prompt_ids, completion_ids], dim=1),
+            torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1),
+            completion_ids.size(1),
+            compute_entropy=True,
+        )
+        return logps, entropies  # (B, C) each
+
+    def _log_token_means(self, sums: dict[str, Tensor], num_tokens: Tensor) -> None:
+        """Log `sums[name] / tokens` over this micro-batch on all ranks (one all-reduce; every rank runs every
+        micro-batch, so the collective is in lock-step); `sums` holds per-micro-batch token sums."""
+        names = sorted(sums)
+        stats = torch.stack([sums[k].float() for k in names] + [num_tokens.float()])
+        stats = self.accelerator.reduce(stats, reduction="sum")
+        tokens = stats[-1].item()
+        if tokens > 0:
+            mode = "train" if self.model.training else "eval"
+            for i, name in enumerate(names):
+                self._metrics[mode][name].append(stats[i].item() / tokens)
 
     def log_rollout_line(self) -> None:
         """One console line per rollout (the full metrics go to the run's log and `report_to`)."""
