@@ -1,12 +1,13 @@
 """`agentopsd report`: README tables from result files only; `--compare` files a `make compare` output."""
 
+import inspect
 import json
 import shutil
 from pathlib import Path
 
 import pytest
 
-from agentopsd.report import report
+from agentopsd.report import paper_metric, report
 
 
 PACKAGE = Path(__file__).resolve().parent.parent
@@ -63,3 +64,39 @@ def test_report_refuses_an_unfinished_compare_folder(tmp_path):
     (compare / "compare.md").write_text("| a |\n")
     with pytest.raises(SystemExit, match="no compare.json, learning_curves.png: run `make compare ENV=textrooms`"):
         report(readme(tmp_path), None, compare)
+
+
+def test_paper_cells_are_computed_as_the_paper_computes_them(tmp_path):
+    """Search-QA: unweighted mean of the 7 per-source EMs (Table-1 style, as sdar's report); ALFWorld pooled success;
+    WebShop success and the WebShop score."""
+    per_source = {"nq": 0.393, "triviaqa": 0.606, "popqa": 0.411, "hotpotqa": 0.374, "2wikimultihopqa": 0.346,
+                  "musique": 0.154, "bamboogle": 0.264}  # GRPO-3B in SDAR Table 1: avg 36.4  # fmt: skip
+    final = {"success_rate_mean": 0.5, **{f"{s}_success_rate": v for s, v in per_source.items()}}
+    assert round(100 * paper_metric("search_qa", final), 1) == 36.4  # pooled EM (0.5) would read 50.0
+    assert paper_metric("alfworld", {"success_rate_mean": 0.75, "pick_success_rate": 0.1}) == 0.75
+    path = readme(tmp_path)
+    runs = tmp_path / "runs"
+    for env, extra in (("search_qa", final), ("webshop", {"success_rate_mean": 0.6, "score_mean": 0.7})):
+        run = runs / "paper" / "grpo" / f"seed0_{env}"
+        run.mkdir(parents=True)
+        payload = {"method": "grpo", "seed": 0, "commit": "abc1234", "env": env, "model": "Qwen/Qwen2.5-7B-Instruct",
+                   "final": extra, "curve": []}  # fmt: skip
+        (run / "results.json").write_text(json.dumps(payload))
+    report(path, runs)
+    text = path.read_text()
+    assert (
+        "| Search-QA | Qwen2.5-7B-Instruct | GRPO | Search-QA exact match % (unweighted mean of the 7 sources) | n/a | 36.4 +- 0.0 (1 seed)"
+        in text
+    )
+    assert (
+        "| WebShop | Qwen2.5-7B-Instruct | GRPO | WebShop score (mean task score x 100) | n/a | 70.0 +- 0.0 (1 seed)"
+        in text
+    )
+
+
+def test_paper_metric_is_a_word_for_word_copy_of_sdars():
+    # duplicated on purpose (a package needs only agentrl_shared); the copies must stay identical
+    sdar_src = PACKAGE.parent / "sdar" / "src" / "sdar" / "report.py"
+    if not sdar_src.exists():
+        pytest.skip("sdar package not beside this one (a copied package)")
+    assert inspect.getsource(paper_metric) in sdar_src.read_text()

@@ -13,6 +13,7 @@ says `not run`.
 import json
 import logging
 import shutil
+import statistics
 from pathlib import Path
 
 from agentrl_shared.report import collect_runs, load_runs, markdown_table, mean_std, plot_curves, replace_block
@@ -21,6 +22,26 @@ from agentrl_shared.report import collect_runs, load_runs, markdown_table, mean_
 logger = logging.getLogger(__name__)
 RUN_FILES = ("results.json", "eval_curve.jsonl", "episodes.jsonl", "config.json")
 COMPARE_FILES = ("compare.md", "compare.json", "learning_curves.png")
+# Table 1's Search-QA sources (the seven `data_source` values of the Search-R1 test set)
+SEARCH_SOURCES = ("nq", "triviaqa", "popqa", "hotpotqa", "2wikimultihopqa", "musique", "bamboogle")
+
+
+def paper_metric(env: str, final: dict) -> float:
+    """The number Table 1 reports, from a results summary (fractions in [0, 1]).
+
+    Search-QA "Avg" is the unweighted mean of the seven per-source exact-match rates (for GRPO-3B:
+    (39.3 + 60.6 + 41.1 + 37.4 + 34.6 + 15.4 + 26.4) / 7 = 36.4), not EM pooled over questions. ALFWorld "Avg" is the
+    success rate over all evaluated games (pooled), not the mean of the six per-type rates. WebShop "Acc" is the
+    success rate.
+    """
+    if env == "search_qa":
+        sources = [s for s in SEARCH_SOURCES if f"{s}_success_rate" in final]
+        if not sources:
+            raise ValueError("Search-QA results carry no per-source success rates (task_type = data_source).")
+        return statistics.fmean(final[f"{s}_success_rate"] for s in sources)
+    return final["success_rate_mean"]
+
+
 METHOD_NAMES = {"untrained": "Vanilla", "grpo": "GRPO", "agentopsd": "AgentOPSD"}
 HEADER = ["Env", "Model", "Method", "Metric", "Paper", "Ours (mean +- std, n seeds)", "commit"]
 PAPER_ENVS = {"alfworld": "ALFWorld", "webshop": "WebShop", "search_qa": "Search-QA"}
@@ -47,10 +68,14 @@ def paper_table(runs: dict[str, list[dict]], paper: dict) -> str:
             for method in ("grpo", "agentopsd"):
                 cited = paper["results"].get(model, {}).get(env, {}).get(METHOD_NAMES[method])
                 mine = [p for p in runs.get(method, []) if p["env"] == env and p["model"].endswith(model)]
-                values = [p["final"]["success_rate_mean"] for p in mine]
+                values = [paper_metric(env, p["final"]) for p in mine]
                 commits = ", ".join(sorted({p["commit"] for p in mine})) or "-"
                 rows.append([env_name, model, METHOD_NAMES[method], paper["metrics"][env],
                              "n/a" if cited is None else f"{cited:.1f}", mean_std(values), commits])  # fmt: skip
+                if env == "webshop":  # the WebShop score (mean task score x 100), beside the success rate
+                    scores = [p["final"]["score_mean"] for p in mine if "score_mean" in p["final"]]
+                    rows.append([env_name, model, METHOD_NAMES[method], paper["metrics"]["webshop_score"], "n/a",
+                                 mean_std(scores), commits])  # fmt: skip
     return markdown_table(HEADER, rows)
 
 

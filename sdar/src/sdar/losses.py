@@ -28,12 +28,18 @@ def gated_distillation_loss(student_logps: Tensor, teacher_logps: Tensor, mask: 
     Returns:
         scalar, the token-mean over the micro-batch (verl `loss_agg_mode=token-mean`).
     """
-    teacher_logps = teacher_logps.detach()
-    gap = teacher_logps - student_logps.detach()  # (B, T) Delta_t
-    gate = torch.sigmoid(gate_beta * gap)  # (B, T) g_t, constant
-    per_token = gate * (teacher_logps - student_logps)  # (B, T)
+    per_token = gated_distillation_per_token(student_logps, teacher_logps, gate_beta=gate_beta)  # (B, T)
     mask = mask.to(per_token.dtype)
     return (per_token * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def gated_distillation_per_token(student_logps: Tensor, teacher_logps: Tensor, *, gate_beta: float) -> Tensor:
+    """g_t * (l^T_t - l^S_t) per token, g_t = sigmoid(gate_beta * (l^T_t - sg(l^S_t))) detached: the term that
+    `gated_distillation_loss` token-averages and `step_loss` adds (one function, so the tested term is the trained
+    one; official `verl/trainer/ppo/sdar_utils.py`). (B, T) in, (B, T) out."""
+    teacher_logps = teacher_logps.detach()
+    gate = torch.sigmoid(gate_beta * (teacher_logps - student_logps.detach()))  # (B, T) g_t, constant
+    return gate * (teacher_logps - student_logps)  # (B, T)
 
 
 def dual_clip_policy_loss(logps: Tensor, old_logps: Tensor, advantages: Tensor, *, eps_low: float, eps_high: float,
@@ -101,9 +107,7 @@ def step_loss(
         per_token = per_token + kl_coef * kl
         sums["kl"] = (kl * m).sum()
     if teacher_logps is not None:
-        teacher_logps = teacher_logps.detach()
-        gate = torch.sigmoid(gate_beta * (teacher_logps - logps.detach()))  # (B, T) g_t, constant
-        sdar = gate * (teacher_logps - logps)
+        sdar = gated_distillation_per_token(logps, teacher_logps, gate_beta=gate_beta)  # (B, T)
         per_token = per_token + sdar_coef * sdar
         sums["sdar"] = (sdar * m).sum()
     loss = (per_token * m).sum() / token_normalizer

@@ -200,7 +200,8 @@ def training_payload(trainer, cfg: dict, resolved: dict, method: str, eval_seeds
 
 def train_on_episodes(trainer_cls, cfg: dict, method: str, out: Path, headline: str) -> dict:
     """`<pkg> train` of a package whose trainer plays verl-agent episodes on a shared environment (SDAR, AgentOPSD):
-    load the tasks and the panel, build `trainer_cls(model, args, env, tasks)`, `run_training`, save the final
+    load the tasks and the panel, build `trainer_cls(model, args, env, tasks)`, `run_training` (every evaluation's
+    per-episode records go to `<out>/eval_episodes.jsonl`, tagged with the rollouts done), save the final
     weights under `<out>/final`, write `<out>/results.json` (main process); returns the payload on every rank (`{}`
     when a signal stopped the run before its end)."""
     from transformers import AutoTokenizer
@@ -218,9 +219,16 @@ def train_on_episodes(trainer_cls, cfg: dict, method: str, out: Path, headline: 
     tasks = load_tasks(env.name, env.train_split, **env.task_kwargs)
     panel, seeds = load_panel(env)
 
+    records_path = out / "eval_episodes.jsonl"  # every evaluation's per-episode records (horizon analyses)
+    if is_main_process() and not args.resume_from_checkpoint:
+        records_path.unlink(missing_ok=True)
+
     def evaluate(trainer) -> dict:
-        episodes = trainer.evaluate_panel(panel, seeds, env.eval_temperature)
-        return summarize([episode_record(e) for e in episodes], seeds)
+        records = [episode_record(e) for e in trainer.evaluate_panel(panel, seeds, env.eval_temperature)]
+        if trainer.accelerator.is_main_process:
+            with records_path.open("a") as f:
+                f.writelines(json.dumps({"rollouts": trainer.rollouts_done, **r}) + "\n" for r in records)
+        return summarize(records, seeds)
 
     trainer = trainer_cls(path, args, env, tasks, processing_class=tok)
     warn_launch_size(cfg, trainer)
