@@ -3,8 +3,8 @@
 Official code: meituan-longcat/VitaBench-2.0 @ f60169e89f30499cb7883f3dad76bd03facc908d, `src/vita/environment/
 toolkit.py` (general tools: distance, weather, address lookup, holidays, all orders, nearby) and
 `src/vita/utils/utils.py` (`rerank`: fuzzy partial-ratio ranking of every candidate; `fuzzy_match`: partial ratio
->= 40; `fuzzy_ratio_match`: ratio >= 20). Tool outputs are JSON (the official tools print
-pydantic reprs); the information is the same, hidden target/distractor labels removed.
+>= 40; `fuzzy_ratio_match`: ratio >= 20). The state holds only the fields the official data models declare
+(`models.declared_state`), and tools print entities as the official models do (`models.render`).
 """
 
 import copy
@@ -17,6 +17,7 @@ from rapidfuzz import fuzz, process
 from rapidfuzz.utils import default_process
 
 from .calendar import holiday_date, statutory_holiday
+from .models import CONTAINER_MODELS, declared_state, render, render_order, render_weather
 
 
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
@@ -43,10 +44,6 @@ def sanitize(obj):
     if isinstance(obj, list):
         return [sanitize(v) for v in obj]
     return obj
-
-
-def dump(obj) -> str:
-    return json.dumps(sanitize(obj), ensure_ascii=False)
 
 
 def haversine_m(lon1: float, lat1: float, lon2: float, lat2: float) -> float:
@@ -119,7 +116,7 @@ class BaseTools:
     )
 
     def __init__(self, environment: dict):
-        self.state = copy.deepcopy(environment)
+        self.state = copy.deepcopy(declared_state(environment))
         for key in ("orders", "reservations", "books"):
             if not isinstance(self.state.get(key), dict):
                 self.state[key] = {}
@@ -214,7 +211,11 @@ class BaseTools:
             ),
             key=lambda w: w["datetime"],
         )
-        return dump(out) if out else f"No weather information found for {city} between {date_start} and {date_end}"
+        return (
+            "\n".join(map(render_weather, out))
+            if out
+            else f"No weather information found for {city} between {date_start} and {date_end}"
+        )
 
     def address_to_longitude_latitude(self, address: str) -> str:
         """Longitude and latitude of a known address."""
@@ -255,16 +256,17 @@ class BaseTools:
         orders = self.state["orders"]
         if not orders:
             return "User currently has no order information"
-        return dump([public_order(o) for o in orders.values()])
+        return "\n".join(map(render_order, orders.values()))
 
     def get_nearby(self, longitude: float, latitude: float, range: float) -> str:  # noqa: A002 (official name)
-        """Stores, shops, hotels, attractions, and flights/trains with a station or airport within `range` metres."""
+        """Stores, shops, hotels, attractions, and flights/trains with a station or airport within `range` metres, each
+        printed as its header (official `get_nearby` prints `str(entity)`)."""
         lon, lat, out = float(longitude), float(latitude), []
         for key in ("stores", "shops", "hotels", "attractions"):
             for e in self._entities(key).values():
                 loc = e.get("location") or {}
                 if "longitude" in loc and haversine_m(lon, lat, loc["longitude"], loc["latitude"]) <= float(range):
-                    out.append(e)
+                    out.append(render(CONTAINER_MODELS[key], e))
         for key, ends in (
             ("flights", ("departure_airport_location", "arrival_airport_location")),
             ("trains", ("departure_station_location", "arrival_station_location")),
@@ -273,9 +275,9 @@ class BaseTools:
                 for end in ends:
                     loc = e.get(end) or {}
                     if "longitude" in loc and haversine_m(lon, lat, loc["longitude"], loc["latitude"]) <= float(range):
-                        out.append(e)
+                        out.append(render(CONTAINER_MODELS[key], e))
                         break
-        return dump(out) if out else "No search results found"
+        return "\n".join(out) if out else "No search results found"
 
 
 _JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean"}

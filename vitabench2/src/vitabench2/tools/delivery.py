@@ -6,7 +6,8 @@ Official code: meituan-longcat/VitaBench-2.0 @ f60169e89f30499cb7883f3dad76bd03f
 
 from datetime import timedelta
 
-from .base import SEARCH_TOP_K, TIME_FORMAT, BaseTools, ToolError, check_time, dump, haversine_m, rerank
+from .base import SEARCH_TOP_K, TIME_FORMAT, BaseTools, ToolError, check_time, haversine_m, rerank
+from .models import render, render_order
 
 
 class DeliveryTools(BaseTools):
@@ -44,18 +45,18 @@ class DeliveryTools(BaseTools):
 
     def get_delivery_store_info(self, store_id: str) -> str:
         """Details of a delivery store, including its products."""
-        return dump(self._store(store_id))
+        return render("Store", self._store(store_id), products=True)
 
     def get_delivery_product_info(self, product_id: str) -> str:
         """Details of a delivery product."""
-        return dump(self._store_product(product_id))
+        return render("StoreProduct", self._store_product(product_id))
 
     def delivery_store_search_recommand(self, keywords: list[str]) -> str:
         """Stores ranked by fuzzy match of the keywords to store name and tags (best 100)."""
         # Official document: name immediately followed by the comma-joined tags; the query is the joined keywords.
         docs = {sid: s.get("name", "") + ",".join(s.get("tags", [])) for sid, s in self._entities("stores").items()}
         ranked = rerank("".join(keywords), docs)[:SEARCH_TOP_K]
-        return dump([self._entities("stores")[sid] for sid, _ in ranked])
+        return "\n".join(render("Store", self._entities("stores")[sid]) for sid, _ in ranked)
 
     def delivery_product_search_recommand(self, keywords: list[str]) -> str:
         """Products ranked by fuzzy match of the keywords to store name, product name and tags (best 100)."""
@@ -68,7 +69,7 @@ class DeliveryTools(BaseTools):
             pid: f"{p.get('store_name', '')} {p.get('name', '')} {p.get('tags', [])}" for pid, p in products.items()
         }
         ranked = rerank("".join(keywords), docs)[:SEARCH_TOP_K]
-        return dump([products[pid] for pid, _ in ranked])
+        return "\n".join(render("StoreProduct", products[pid]) for pid, _ in ranked)
 
     def create_delivery_order(
         self,
@@ -131,7 +132,7 @@ class DeliveryTools(BaseTools):
             "products": items,
             "status": "unpaid",
         }
-        return dump(order)
+        return render_order(order)
 
     def pay_delivery_order(self, order_id: str) -> str:
         """Pay an unpaid delivery order."""
@@ -162,8 +163,8 @@ class DeliveryTools(BaseTools):
             for o in self.state["orders"].values()
             if o.get("order_type") == "delivery" and o.get("user_id") == str(user_id) and o.get("status") == status
         ]
-        return dump(found) if found else "No delivery orders available"
+        return "\n".join(map(render_order, found)) if found else "No delivery orders available"
 
     def get_delivery_order_detail(self, order_id: str) -> str:
         """Full details of a delivery order."""
-        return dump(self._order(order_id, "delivery"))
+        return render_order(self._order(order_id, "delivery"))

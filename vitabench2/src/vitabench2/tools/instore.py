@@ -7,7 +7,8 @@ product orders neither check nor reserve stock; a booking needs `enable_book` an
 starts `unconsumed`.
 """
 
-from .base import SEARCH_TOP_K, BaseTools, ToolError, check_time, dump, public_order, rerank
+from .base import SEARCH_TOP_K, BaseTools, ToolError, check_time, rerank
+from .models import render, render_order
 
 
 class InStoreTools(BaseTools):
@@ -43,13 +44,16 @@ class InStoreTools(BaseTools):
 
     def _owned(self, key: str, user_id: str, item_id: str | None) -> str:
         self._check_user(user_id)
+        model = "BookInfo" if key == "books" else "ReservationInfo"
         if item_id is not None:
             item = self._record(key, item_id)
             if item.get("customer_id") != str(user_id):
                 raise ToolError(f"{item_id} does not belong to user {user_id}")
-            return dump(item)
+            return render(model, item)
         found = [r for r in self.state[key].values() if r.get("customer_id") == str(user_id)]
-        return dump(found) if found else f"User {user_id} has no {key[:-1]} information."
+        return (
+            "\n".join(render(model, r) for r in found) if found else f"User {user_id} has no {key[:-1]} information."
+        )
 
     def instore_shop_search_recommend(self, keywords: list[str]) -> str:
         """Shops ranked by fuzzy match of the keywords to shop name and tags (best 100)."""
@@ -58,7 +62,7 @@ class InStoreTools(BaseTools):
             for sid, s in self._entities("shops").items()
         }
         ranked = rerank("".join(keywords), docs)[:SEARCH_TOP_K]
-        return dump([self._entities("shops")[sid] for sid, _ in ranked])
+        return "\n".join(render("Shop", self._entities("shops")[sid]) for sid, _ in ranked)
 
     def instore_product_search_recommend(self, keywords: list[str]) -> str:
         """Products ranked by fuzzy match of the keywords to product name and tags (best 100)."""
@@ -69,7 +73,7 @@ class InStoreTools(BaseTools):
         }
         docs = {pid: p.get("name", "") + "," + ",".join(p.get("tags", [])) for pid, p in products.items()}
         ranked = rerank("".join(keywords), docs)[:SEARCH_TOP_K]
-        return dump([products[pid] for pid, _ in ranked])
+        return "\n".join(render("ShopProduct", products[pid]) for pid, _ in ranked)
 
     def create_instore_product_order(self, user_id: str, shop_id: str, product_id: str, quantity: int = 1) -> str:
         """Buy an in-store product (voucher, set meal); creates an unpaid order."""
@@ -95,7 +99,7 @@ class InStoreTools(BaseTools):
             "status": "unpaid",
             "products": [{**product, "quantity": int(quantity)}],
         }
-        return dump(public_order(order))
+        return render_order(order)
 
     def pay_instore_order(self, order_id: str) -> str:
         """Pay an unpaid in-store order."""
@@ -130,7 +134,7 @@ class InStoreTools(BaseTools):
             "status": "unpaid" if price > 0 else "paid",
             "update_time": self.now,
         }
-        return dump(book)
+        return render("BookInfo", book)
 
     def pay_instore_book(self, book_id: str) -> str:
         """Pay the deposit of a booking."""
@@ -165,7 +169,7 @@ class InStoreTools(BaseTools):
             "status": "unconsumed",
             "update_time": self.now,
         }
-        return dump(res)
+        return render("ReservationInfo", res)
 
     def instore_modify_reservation(self, reservation_id: str, time: str, customer_count: int = 0) -> str:
         """Change the time and party size of a reservation (the official tool sets the count it is given)."""
@@ -176,7 +180,7 @@ class InStoreTools(BaseTools):
             raise ToolError("Number of customers for reservation must be greater than or equal to 0")
         check_time(time)
         res["reservation_time"], res["customer_count"], res["update_time"] = time, int(customer_count), self.now
-        return dump(res)
+        return render("ReservationInfo", res)
 
     def instore_cancel_reservation(self, reservation_id: str) -> str:
         """Cancel a reservation."""
@@ -190,11 +194,11 @@ class InStoreTools(BaseTools):
         """All in-store product orders of a user."""
         self._check_user(user_id)
         found = [
-            public_order(o)
+            o
             for o in self.state["orders"].values()
             if o.get("order_type") == "instore" and o.get("user_id") == str(user_id)
         ]
-        return dump(found) if found else f"User {user_id} has no order information."
+        return "\n".join(map(render_order, found)) if found else f"User {user_id} has no order information."
 
     def get_instore_reservations(self, user_id: str) -> str:
         """All reservations of a user."""

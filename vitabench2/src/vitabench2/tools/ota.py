@@ -8,7 +8,8 @@ move to a dearer seat sets the order back to unpaid; city and route filters use 
 search falls back to every taxi when nothing matches.
 """
 
-from .base import SEARCH_TOP_K, BaseTools, ToolError, check_time, dump, fuzzy_match, public_order, rerank
+from .base import SEARCH_TOP_K, BaseTools, ToolError, check_time, fuzzy_match, rerank
+from .models import CONTAINER_MODELS, render, render_order
 
 
 # OTA entity kind -> environment key.
@@ -89,24 +90,27 @@ class OTATools(BaseTools):
             "status": "unpaid",
             "products": [{**item, "quantity": quantity}],
         }
-        return dump(public_order(order))
+        return render_order(order)
 
     def _search(self, kind: str, keep) -> list[dict]:
         return [e for e in self._entities(OTA_KINDS[kind]).values() if keep(e)]
+
+    def _headers(self, key: str, found: list[dict]) -> str:
+        return "\n".join(render(CONTAINER_MODELS[key], e) for e in found)
 
     def _ota_search_orders(self, kind: str, user_id: str, date: str | None, status: str | None) -> str:
         self._check_user(user_id)
         if date:
             check_time(date, "%Y-%m-%d")
         found = [
-            public_order(o)
+            o
             for o in self.state["orders"].values()
             if o.get("order_type") == kind
             and o.get("user_id") == str(user_id)
             and (not status or o.get("status") == status)
             and (not date or any(p.get("date") == date for p in o.get("products", [])))
         ]
-        return dump(found)
+        return "\n".join(render_order(o, products=False) for o in found)
 
     def _ota_cancel(self, kind: str, order_id: str, user_id: str) -> str:
         self._check_user(user_id)
@@ -154,23 +158,23 @@ class OTATools(BaseTools):
     # ------------------------------------------------------------------ info
     def get_ota_hotel_info(self, hotel_id: str) -> str:
         """Details of a hotel, including rooms."""
-        return dump(self._ota("hotel", hotel_id))
+        return f"Hotel Info:\n{render('Hotel', self._ota('hotel', hotel_id), products=True)}"
 
     def get_ota_attraction_info(self, attraction_id: str) -> str:
         """Details of an attraction, including tickets."""
-        return dump(self._ota("attraction", attraction_id))
+        return f"Attraction Info:\n{render('Attraction', self._ota('attraction', attraction_id), products=True)}"
 
     def get_ota_flight_info(self, flight_id: str) -> str:
         """Details of a flight, including seats."""
-        return dump(self._ota("flight", flight_id))
+        return f"Flight Info:\n{render('Flight', self._ota('flight', flight_id), products=True)}"
 
     def get_ota_train_info(self, train_id: str) -> str:
         """Details of a train, including seats."""
-        return dump(self._ota("train", train_id))
+        return f"Train Info:\n{render('Train', self._ota('train', train_id), products=True)}"
 
     def get_taxi_info(self, taxi_id: str) -> str:
         """Details of a taxi service."""
-        return dump(self._ota("taxi", taxi_id))
+        return f"Taxi Info:\n{render('Taxi', self._ota('taxi', taxi_id), products=True)}"
 
     # ------------------------------------------------------------------ search
     def hotel_search_recommand(self, city_name: str, key_words: list[str] | None = None) -> str:
@@ -179,7 +183,8 @@ class OTATools(BaseTools):
         if not hotels:
             return "No hotels found matching the criteria. Please check if the city name is correct and try again."
         docs = {str(i): h.get("hotel_name", "") + ",".join(h.get("tags", [])) for i, h in enumerate(hotels)}
-        return dump([hotels[int(i)] for i, _ in rerank("".join(key_words or []), docs)[:SEARCH_TOP_K]])
+        ranked = rerank("".join(key_words or []), docs)[:SEARCH_TOP_K]
+        return "\n".join(render("Hotel", hotels[int(i)]) for i, _ in ranked)
 
     def attractions_search_recommend(self, city_name: str, key_words: list[str]) -> str:
         """Attractions in a city ranked by fuzzy match of the keywords to name, description and address (best 100)."""
@@ -196,7 +201,8 @@ class OTATools(BaseTools):
             ): f"{a.get('attraction_name', '')},{a.get('description', '')},{(a.get('location') or {}).get('address', '')}"
             for i, a in enumerate(found)
         }
-        return dump([found[int(i)] for i, _ in rerank("".join(key_words), docs)[:SEARCH_TOP_K]])
+        ranked = rerank("".join(key_words), docs)[:SEARCH_TOP_K]
+        return "\n".join(render("Attraction", found[int(i)]) for i, _ in ranked)
 
     def flight_search_recommend(self, departure: str, destination: str) -> str:
         """Flights between two cities."""
@@ -207,7 +213,7 @@ class OTATools(BaseTools):
                 and fuzzy_match(destination, f.get("arrival_city", ""))
             ),
         )
-        return dump(found) if found else "No flights found matching the criteria"
+        return self._headers("flights", found) if found else "No flights found matching the criteria"
 
     def train_ticket_search(self, departure: str, destination: str, date: str) -> str:
         """Trains between two cities with seats on a date."""
@@ -220,7 +226,7 @@ class OTATools(BaseTools):
                 and fuzzy_match(destination, t.get("arrival_city", ""))
             ),
         )
-        return dump(found) if found else "No trains found matching the criteria"
+        return self._headers("trains", found) if found else "No trains found matching the criteria"
 
     def taxi_search(self, departure_location: str, arrival_location: str) -> str:
         """Taxi services between two places (every taxi when none matches)."""
@@ -231,7 +237,7 @@ class OTATools(BaseTools):
                 and fuzzy_match(arrival_location, (t.get("arrival_location") or {}).get("address", ""))
             ),
         ) or list(self._entities("taxis").values())
-        return dump(found) if found else "No taxi services found matching the criteria"
+        return self._headers("taxis", found) if found else "No taxi services found matching the criteria"
 
     # ------------------------------------------------------------------ orders
     def create_hotel_order(self, hotel_id: str, room_id: str, user_id: str) -> str:
@@ -319,23 +325,23 @@ class OTATools(BaseTools):
 
     def get_hotel_order_detail(self, order_id: str) -> str:
         """Details of a hotel order."""
-        return dump(public_order(self._order(order_id, "hotel")))
+        return render_order(self._order(order_id, "hotel"))
 
     def get_attraction_order_detail(self, order_id: str) -> str:
         """Details of an attraction order."""
-        return dump(public_order(self._order(order_id, "attraction")))
+        return render_order(self._order(order_id, "attraction"))
 
     def get_flight_order_detail(self, order_id: str) -> str:
         """Details of a flight order."""
-        return dump(public_order(self._order(order_id, "flight")))
+        return render_order(self._order(order_id, "flight"))
 
     def get_train_order_detail(self, order_id: str) -> str:
         """Details of a train order."""
-        return dump(public_order(self._order(order_id, "train")))
+        return render_order(self._order(order_id, "train"))
 
     def get_taxi_order_detail(self, order_id: str) -> str:
         """Details of a taxi order."""
-        return dump(public_order(self._order(order_id, "taxi")))
+        return render_order(self._order(order_id, "taxi"))
 
     def modify_train_order(self, order_id: str, user_id: str, new_date: str) -> str:
         """Move a paid train order to the same seat type on another date."""
