@@ -110,3 +110,20 @@ def test_paper_scale_fails_fast_with_reasons_on_a_cpu_machine(monkeypatch):
 def test_a_loss_type_the_loss_does_not_implement_is_rejected(tmp_path):
     with pytest.raises(ValueError, match="loss_type='grpo'.*set trainer.loss_type=dapo"):
         SDARConfig(output_dir=str(tmp_path), loss_type="grpo")
+
+
+def test_paper_configs_read_the_official_skill_documents_and_cpu_configs_ours():
+    for name in CONFIGS:
+        cfg = load(name, ["trainer.use_cpu=true"] if name.endswith("_paper") else [])
+        assert cfg["trainer"].skills_dir == ("official" if name.endswith("_paper") else None), name
+
+
+def test_paper_training_without_the_official_skills_stops_with_one_line_naming_make_data(tmp_path, monkeypatch):
+    from agentrl_shared.smoke import error_line
+    from sdar.cli import main
+
+    monkeypatch.setenv("SKILLS_DATA", str(tmp_path / "absent"))
+    line = error_line(main, ["train", "--config", "alfworld_qwen2.5-3b_paper", "trainer.use_cpu=true",
+                             f"trainer.output_dir={tmp_path / 'run'}"])  # fmt: skip
+    assert "no official skill documents for alfworld" in line and "make data ENV=skills" in line
+    assert not (tmp_path / "run").exists()  # stopped before anything was written or loaded

@@ -1,8 +1,11 @@
 """Skill selection by the official `SkillProvider` rules and the prompts that carry the skills (SDAR, AgentOPSD;
 ZJU-REAL/SDAR@8b85c23 `verl/trainer/ppo/rlsd_utils.py`, `rlsd_ray_trainer.py`, `main_skill_grpo.py`)."""
 
+import json
+
 import pytest
 
+from agentrl_shared.config import ConfigError
 from agentrl_shared.models import qwen_tokenizer
 from agentrl_shared.prompts import chat_messages, make_prompt
 from agentrl_shared.skills import (
@@ -108,3 +111,32 @@ def test_teacher_and_student_prompt_positions():
         [general("alfworld"), skill_text("alfworld", "clean"), skill_text("alfworld", "pick_and_place")]
     )
     assert "<|im_start|>user\n" + block + "\n\n\nYou are an expert agent" in student
+
+
+def official_layout(root, env: str = "alfworld") -> None:
+    """A small folder in the official layout (ZJU-REAL/SDAR@8b85c23 `skills/<env>/`): skill_mapping.json names the
+    files; the general document sits under `general_skills`."""
+    folder = root / env
+    folder.mkdir(parents=True)
+    files = {"general_skills": "general_skills.md", "heat": "heat.md", "pick_and_place": "pick_and_place.md"}
+    (folder / "skill_mapping.json").write_text(json.dumps({"skill_files": files, "task_to_skill": {}}))
+    for name, filename in files.items():
+        (folder / filename).write_text(f"\n  OFFICIAL {name} text  \n")
+
+
+def test_official_documents_are_read_from_their_layout(tmp_path, monkeypatch):
+    official_layout(tmp_path / "skills")
+    monkeypatch.setenv("SKILLS_DATA", str(tmp_path / "skills"))
+    gamefile = "/d/json_2.1.1/train/pick_heat_then_place_in_recep-Apple-None-Fridge-1/trial_1/game.tw-pddl"
+    for skills_dir in ("official", str(tmp_path / "skills")):
+        text = teacher_skills("alfworld", {"gamefile": gamefile}, "", skills_dir)
+        assert text == "OFFICIAL general_skills text\n\nOFFICIAL heat text"  # stripped, general first
+    assert teacher_skills("alfworld", {"gamefile": gamefile}, "") == general("alfworld") + "\n\n" + skill_text(
+        "alfworld", "heat"
+    )  # no skills_dir: ours
+
+
+def test_absent_official_documents_fail_with_one_line_naming_make_data(tmp_path, monkeypatch):
+    monkeypatch.setenv("SKILLS_DATA", str(tmp_path / "nothing"))
+    with pytest.raises(ConfigError, match=r"no official skill documents for webshop .*run `make data ENV=skills`"):
+        teacher_skills("webshop", {}, "a red shirt", "official")

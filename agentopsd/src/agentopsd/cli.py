@@ -96,7 +96,7 @@ def evaluate_model(cfg: dict, method: str = "eval", output: Path = Path("runs/ag
 
     args, env = cfg["trainer"], cfg["env"]
     out = run_folder(args, output, run_name(cfg, method))
-    transform = partial(student_prompt, env.name) if args.eval_with_skills else None
+    transform = partial(student_prompt, env.name, skills_dir=args.skills_dir) if args.eval_with_skills else None
     return evaluate_on_episodes(cfg, method, out, headline(cfg), ENV_TO_PROMPT[env.name], transform)
 
 

@@ -58,6 +58,10 @@ class AgentOPSDConfig(GRPOConfig):
         eval_with_skills (`bool`, *optional*, defaults to `False`): evaluate with skills (the `*` rows).
         skill_position (`str`, *optional*, defaults to `"legacy"`): `build_teacher_batch(skill_position=...)`:
             `legacy` before the whole templated prompt, `user` after the first user header.
+        skills_dir (`str`, *optional*): a folder of the official skill documents in their layout (`<env>/
+            skill_mapping.json` and the files it names; ZJU-REAL/SDAR@8b85c23 `skills/`, fetched by
+            `make data ENV=skills`); the paper configs read `${SKILLS_DATA}`. None (CPU and test configs): this
+            project's own documents (`agentrl_shared/skills/`, shorter rewrites; README Deviations).
         micro_batch_rows (`int`, *optional*, defaults to `32`): turn-rows per forward/backward (verl-agent
             `ppo_micro_batch_size_per_gpu`=32 on ALFWorld). An optimizer step takes `gradient_accumulation_steps`
             micro-batches per rank, i.e. a mini-batch of `world * gradient_accumulation_steps * micro_batch_rows`
@@ -96,6 +100,12 @@ class AgentOPSDConfig(GRPOConfig):
     skills_in_student_prompt: bool = field(default=False, metadata={"help": "Skill-GRPO baseline."})
     eval_with_skills: bool = field(default=False, metadata={"help": "Evaluate with skills (`*` rows)."})
     skill_position: str = field(default="legacy", metadata={"help": "legacy | user (build_teacher_batch)."})
+    skills_dir: str | None = field(
+        default=None,
+        metadata={
+            "help": "Official skill documents (make data ENV=skills; ZJU-REAL/SDAR@8b85c23 skills/); None: ours."
+        },
+    )
     micro_batch_rows: int = field(default=32, metadata={"help": "Rows per forward. ALFWorld micro-batch 32."})
     num_rollouts: int = field(default=150, metadata={"help": "Training length in rollouts. Scripts: 150."})
 

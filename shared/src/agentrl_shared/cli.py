@@ -209,8 +209,11 @@ def train_on_episodes(trainer_cls, cfg: dict, method: str, out: Path, headline: 
     from .envs import load_tasks
     from .evaluation import episode_record, summarize, write_results
     from .models import model_path
+    from .skills import skills_folder
 
     args, env, model_cfg = cfg["trainer"], cfg["env"], cfg["model"]
+    if args.skills_dir is not None:  # official skill documents asked for: present, or one line naming the fix
+        skills_folder(env.name, args.skills_dir)
     log_to_file(out)
     resolved = dump_config(cfg, out, headline)
     path = model_path(model_cfg.name_or_path)
@@ -264,8 +267,11 @@ def evaluate_on_episodes(cfg: dict, method: str, out: Path, headline: str, promp
     from .models import model_path
     from .prompts import make_prompt
     from .rollout import RolloutCollector
+    from .skills import skills_folder
 
     args, env, model_cfg = cfg["trainer"], cfg["env"], cfg["model"]
+    if args.skills_dir is not None and args.eval_with_skills:
+        skills_folder(env.name, args.skills_dir)
     log_to_file(out, "eval.log")
     resolved = dump_config(cfg, out, headline)
     path = model_path(model_cfg.name_or_path)

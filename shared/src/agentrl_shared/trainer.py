@@ -173,7 +173,8 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         for rollouts and `self.eval_collector` for the panel, one pool for both (a rollout uses its first
         `episodes_per_rank` slots). With `teacher`, every training row also records its self-teacher prompt (the same
         turn with the skill block, `agentrl_shared.skills`: official selection, `args.skill_position`), tokenised and
-        left-truncated like the student's; `student_skills` / `eval_skills` put the skills in the student's own
+        left-truncated like the student's (`args.skills_dir`: the official documents; None: ours);
+        `student_skills` / `eval_skills` put the skills in the student's own
         prompt in training / evaluation (the Skill-GRPO and Skill-Prompt* baselines)."""
         env = self.env_config
         self.eval_batch_size = env.eval_batch_size or self.episodes_per_rank
@@ -191,7 +192,8 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             "max_prompt_length": env.max_prompt_length,
             "chat_template_kwargs": self.args.chat_template_kwargs,
         }
-        student = partial(student_prompt, env.name)  # (text, task) -> skills at the start of the user message
+        # (text, task) -> skills at the start of the user message; `skills_dir`: the official documents, else ours
+        student = partial(student_prompt, env.name, skills_dir=self.args.skills_dir)
         self.collector = RolloutCollector(
             prompt_transform=student if student_skills else None,
             teacher_transform=self._teacher_prompt if teacher else None,
@@ -201,7 +203,8 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
 
     def _teacher_prompt(self, text: str, task: dict) -> str:
         """The self-teacher prompt of a row: the student's with the task's skills (`agentrl_shared.skills`)."""
-        return teacher_prompt(text, teacher_skills(self.env_config.name, task, text), self.args.skill_position)
+        skills = teacher_skills(self.env_config.name, task, text, self.args.skills_dir)
+        return teacher_prompt(text, skills, self.args.skill_position)
 
     # --- hooks (defaults: the verl-agent GRPO baseline on `Episode`s) ---
     def _max_rows_per_item(self) -> int:

@@ -1,11 +1,15 @@
 """Fetch the official environment data where a machine has internet: `python -m agentrl_shared.envs.data alfworld`.
 
+skills: the official skill documents of the self-teacher (SDAR, AgentOPSD), `skills/<env>/` of ZJU-REAL/SDAR at a
+pinned commit, into `$SKILLS_DATA` (default `~/.cache/agentrl/skills`), where `trainer.skills_dir: official` reads them.
+
 ALFWorld: the release zips that `alfworld-download` fetches (`json_2.1.1_json.zip`, `json_2.1.1_pddl.zip`,
 `json_2.1.2_tw-pddl.zip`, alfworld GitHub releases) unpacked into `$ALFWORLD_DATA`, plus `logic/alfred.{pddl,twl2}`
 copied from the installed package. On failure it says what failed and where to put the files by hand.
 """
 
 import argparse
+import json
 import logging
 import os
 import shutil
@@ -24,7 +28,10 @@ ALFWORLD_URLS = (
     "https://github.com/alfworld/alfworld/releases/download/0.2.2/json_2.1.1_pddl.zip",
     "https://github.com/alfworld/alfworld/releases/download/0.4.0/json_2.1.2_tw-pddl.zip",
 )
-DATASETS = ("alfworld",)
+# the official skill documents of SDAR (ZethWang/AgentOPSD@0c478b2 ships the same files, byte for byte), pinned
+SKILLS_REPO, SKILLS_COMMIT = "ZJU-REAL/SDAR", "8b85c231df3b384131132f174f0cd893fb58b509"
+SKILLS_ENVS = ("alfworld", "search", "webshop")
+DATASETS = ("alfworld", "skills")
 MANUAL_ALFWORLD = """\
 Put the ALFWorld games there by hand:
   1. on a machine with internet, download
@@ -59,12 +66,46 @@ def fetch_alfworld(dest: Path, timeout: float = 60.0) -> None:
     shutil.copy(ALFRED_TWL2_PATH, dest / "logic" / "alfred.twl2")
 
 
+def fetch_skills(dest: Path, timeout: float = 60.0) -> None:
+    """Download `skills/<env>/skill_mapping.json` and every document it names (`skill_files`) of the pinned official
+    commit into `dest/<env>/`, the layout `agentrl_shared.skills.skill_text` reads."""
+    base = f"https://raw.githubusercontent.com/{SKILLS_REPO}/{SKILLS_COMMIT}/skills"
+    for env in SKILLS_ENVS:
+        folder = dest / env
+        folder.mkdir(parents=True, exist_ok=True)
+        with urllib.request.urlopen(f"{base}/{env}/skill_mapping.json", timeout=timeout) as resp:
+            mapping = resp.read()
+        for name in json.loads(mapping)["skill_files"].values():
+            logger.info(f"downloading {base}/{env}/{name}")
+            with urllib.request.urlopen(f"{base}/{env}/{name}", timeout=timeout) as resp:
+                (folder / name).write_bytes(resp.read())
+        (folder / "skill_mapping.json").write_bytes(mapping)  # last: its presence marks a complete folder
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Fetch official environment data.")
     parser.add_argument("dataset", choices=DATASETS)
-    parser.add_argument("--dest", default=None, help="target folder (default: $ALFWORLD_DATA or ~/.cache/alfworld)")
+    parser.add_argument("--dest", default=None,
+                        help="target folder (default: $ALFWORLD_DATA or ~/.cache/alfworld; skills: $SKILLS_DATA or "
+                        "~/.cache/agentrl/skills)")  # fmt: skip
     args = parser.parse_args(argv)
     setup_logging()
+    if args.dataset == "skills":
+        from ..skills import official_skills_dir
+
+        dest = Path(args.dest).expanduser() if args.dest else official_skills_dir()
+        try:
+            fetch_skills(dest)
+        except OSError as exc:  # URLError is an OSError
+            logger.error(f"skill documents download failed: {type(exc).__name__}: {exc}")
+            logger.error(
+                f"Copy skills/{{{','.join(SKILLS_ENVS)}}}/ of {SKILLS_REPO}@{SKILLS_COMMIT} into {dest} by hand."
+            )
+            return 1
+        logger.info(
+            f"official skill documents in {dest}" + ("" if args.dest is None else f"; export SKILLS_DATA={dest}")
+        )
+        return 0
     dest = Path(args.dest or os.environ.get("ALFWORLD_DATA") or Path.home() / ".cache" / "alfworld").expanduser()
     try:
         fetch_alfworld(dest)

@@ -1,8 +1,9 @@
 """Privileged skills: the documents, their selection, and the prompts that carry them (SDAR section 3.2; AgentOPSD).
 
 Environment knowledge shared by every method that conditions a self-teacher (or a Skill-GRPO student) on skills.
-The documents (`<env>/<name>.md`, package data) are ours; they cover what the official ones cover
-(ZJU-REAL/SDAR@8b85c23 `skills/<env>/*.md`). Selection follows the official `SkillProvider`
+The documents (`<env>/<name>.md`, package data) are ours and the offline default; they cover what the official ones
+cover (ZJU-REAL/SDAR@8b85c23 `skills/<env>/*.md`), which `skills_dir` (`trainer.skills_dir`, `make data ENV=skills`)
+selects instead. Selection follows the official `SkillProvider`
 (`verl/trainer/ppo/rlsd_utils.py`, driven by `skills/<env>/skill_mapping.json`) exactly:
 
 - teacher (SDAR, AgentOPSD: `build_teacher_batch` in `verl/trainer/ppo/rlsd_ray_trainer.py`):
@@ -23,7 +24,12 @@ The documents (`<env>/<name>.md`, package data) are ours; they cover what the of
 """
 
 import importlib.resources
+import json
+import os
 from functools import cache
+from pathlib import Path
+
+from ..config import ConfigError
 
 
 SKILL_HEADER = "[Privileged Skill Information]\n"
@@ -61,11 +67,40 @@ WEBSHOP_KEYWORDS = {
 }
 
 
+OFFICIAL = "official"  # `skills_dir: official`: the fetched official documents (`official_skills_dir`)
+
+
+def official_skills_dir() -> Path:
+    """Where `make data ENV=skills` puts the official documents: `$SKILLS_DATA`, else `~/.cache/agentrl/skills`."""
+    return Path(os.environ.get("SKILLS_DATA") or Path.home() / ".cache" / "agentrl" / "skills").expanduser()
+
+
+def skills_folder(env: str, skills_dir: str) -> Path:
+    """The folder of `env`'s official documents for a `skills_dir` setting (`official` or a path); a one-line error
+    naming the fix when they are absent (checked before any model loads)."""
+    root = official_skills_dir() if skills_dir == OFFICIAL else Path(skills_dir)
+    folder = root / _folder(env)
+    if not (folder / "skill_mapping.json").is_file():
+        raise ConfigError(
+            f"trainer.skills_dir={skills_dir}: no official skill documents for {env} in {folder} (no "
+            "skill_mapping.json); run `make data ENV=skills` (or set trainer.skills_dir=null for this package's own)."
+        )
+    return folder
+
+
 @cache
-def skill_text(env: str, name: str) -> str:
-    """The text of skill document `<env>/<name>.md` (package data; `env` is a folder: alfworld, webshop, search,
-    textrooms)."""
-    return (importlib.resources.files(__package__) / env / f"{name}.md").read_text().strip()
+def skill_text(env: str, name: str, skills_dir: str | None = None) -> str:
+    """The text of skill document `name` of folder `env` (alfworld, webshop, search, textrooms).
+
+    `skills_dir=None`: ours (package data, `<env>/<name>.md`). Otherwise `official` or a folder in the official
+    layout (ZJU-REAL/SDAR@8b85c23 `skills/`, which ZethWang/AgentOPSD@0c478b2 ships unchanged): `<env>/
+    skill_mapping.json` names each document's file in `skill_files` (the general one under `general_skills`), read
+    and stripped as `rlsd_utils.load_skill_content` does."""
+    if skills_dir is None:
+        return (importlib.resources.files(__package__) / env / f"{name}.md").read_text().strip()
+    folder = skills_folder("search_qa" if env == "search" else env, skills_dir)
+    files = json.loads((folder / "skill_mapping.json").read_text())["skill_files"]
+    return (folder / files["general_skills" if name == "general" else name]).read_text().strip()
 
 
 def _folder(env: str) -> str:
@@ -74,10 +109,10 @@ def _folder(env: str) -> str:
     return "search" if env == "search_qa" else env
 
 
-def _join(env: str, names: list[str]) -> str:
+def _join(env: str, names: list[str], skills_dir: str | None = None) -> str:
     """`SkillProvider._get_skill_text`: the general skills, then each selected document, blank-line separated."""
     folder = _folder(env)
-    return "\n\n".join(skill_text(folder, n) for n in ["general", *names])
+    return "\n\n".join(skill_text(folder, n, skills_dir) for n in ["general", *names])
 
 
 def keyword_skills(env: str, text: str) -> list[str]:
@@ -113,35 +148,36 @@ def search_skill(data_source: str, prompt_text: str) -> str | None:
     return None
 
 
-def teacher_skills(env: str, task: dict, prompt_text: str) -> str:
+def teacher_skills(env: str, task: dict, prompt_text: str, skills_dir: str | None = None) -> str:
     """The privileged skill text of one row for the self-teacher (SDAR, AgentOPSD), by the official rules.
 
     Args:
         env (`str`): `alfworld`, `webshop`, `search_qa` or `textrooms`.
         task (`dict`): the row's task (`gamefile` for ALFWorld, `data_source` for Search-QA, `task_type`).
         prompt_text (`str`): the decoded, chat-templated student prompt.
+        skills_dir (`str`, *optional*): `official` or a folder of the official documents (`skill_text`); None: ours.
     """
     _folder(env)
     if env == "alfworld":
         gamefile = task.get("gamefile")
         if gamefile:
             hit = next((s for t, s in ALFWORLD_TASK_TO_SKILL.items() if t in str(gamefile)), None)
-            return _join(env, [hit] if hit else [])
-        return _join(env, keyword_skills(env, prompt_text))
+            return _join(env, [hit] if hit else [], skills_dir)
+        return _join(env, keyword_skills(env, prompt_text), skills_dir)
     if env == "search_qa":
         name = search_skill(str(task.get("data_source", "")), prompt_text)
-        return _join(env, [name] if name else [])
+        return _join(env, [name] if name else [], skills_dir)
     if env == "webshop":  # data_source "text": a compare hit maps to no WebShop skill (general only), else keywords
-        return _join(env, [] if _compare_rule(prompt_text) else keyword_skills(env, prompt_text))
-    return _join(env, [task["task_type"]])
+        return _join(env, [] if _compare_rule(prompt_text) else keyword_skills(env, prompt_text), skills_dir)
+    return _join(env, [task["task_type"]], skills_dir)
 
 
-def student_skills(env: str, user_text: str, task: dict | None = None) -> str:
+def student_skills(env: str, user_text: str, task: dict | None = None, skills_dir: str | None = None) -> str:
     """The skill text a Skill-GRPO / Skill-Prompt* student sees: the keyword rule on its user message (official
     `main_skill_grpo.py`); TextRooms uses its task type (`task`), as for the teacher."""
     if env == "textrooms":
-        return _join(env, [task["task_type"]])
-    return _join(env, keyword_skills(env, user_text))
+        return _join(env, [task["task_type"]], skills_dir)
+    return _join(env, keyword_skills(env, user_text), skills_dir)
 
 
 def skill_block(skills: str) -> str:
@@ -176,9 +212,9 @@ def in_user_message(prompt_text: str, skills: str) -> str:
     return prompt_text[:at] + skill_block(skills) + prompt_text[at:]
 
 
-def student_prompt(env: str, prompt_text: str, task: dict) -> str:
+def student_prompt(env: str, prompt_text: str, task: dict, skills_dir: str | None = None) -> str:
     """A Skill-GRPO / Skill-Prompt* student prompt: skills chosen from the user message, placed at its start."""
-    return in_user_message(prompt_text, student_skills(env, last_user_message(prompt_text), task))
+    return in_user_message(prompt_text, student_skills(env, last_user_message(prompt_text), task, skills_dir))
 
 
 __all__ = [
