@@ -59,6 +59,22 @@ The current time is {time}.
 - Never fabricate information or tool results; place orders only with real tool calls.
 - When the user confirms there are no other needs, end your final message with '{stop}'."""
 ADDENDUM = """- Confirm the user id before using it in a tool call; never use placeholder values."""
+# VitaBench 1.0 agent policy (meituan-longcat/vitabench @ 96f3b85, `src/vita/prompts/agent_system_prompt.yaml`, the
+# same in 2.0; `LLMAgent.system_prompt` formats it with the time and weekday and adds nothing else).
+V1_POLICY = """# Environment
+- Current time: {time}
+
+# Using tools
+- When a request needs a tool, first check whether every argument is known: take the known ones from the
+  conversation and ask the user for the others.
+- When the user cannot give some information, look it up with the tools first.
+- Follow each tool's preconditions and postconditions.
+
+# Conversation
+- Answer only from information already in the conversation; never make information up.
+- Work towards the user's request; do not steer the user to new requests.
+- When the request is done, ask whether the user needs anything else; if not, reply with '{stop}' to end the
+  conversation."""
 
 
 class Termination(StrEnum):
@@ -143,8 +159,11 @@ class RunConfig:
 RESUMABLE_KEYS = ("output", "max_concurrency", "users", "subtasks", "num_users", "num_trials")
 
 
-def build_system_prompt(subtask: SubTask, profile: dict, memory_text: str) -> str:
-    """policy(time) + addendum + current user basic info + "## User Preference Memory" + memory.read(instruction)."""
+def build_system_prompt(subtask: SubTask, profile: dict, memory_text: str, version: str = "2.0") -> str:
+    """2.0: policy(time) + addendum + current user basic info + "## User Preference Memory" + memory.read(instruction)
+    (official `personalization_agent.py`); 1.0: the 1.0 policy(time) alone (official `LLMAgent`)."""
+    if version == "1.0":
+        return V1_POLICY.format(time=agent_clock(subtask.environment), stop=STOP_TOKEN)
     policy = PROACTIVE_POLICY if subtask.is_proactive else PERSONALIZATION_POLICY
     return "\n\n".join(
         [
@@ -173,17 +192,22 @@ def run_subtask(
     start = time.perf_counter()
     env = Environment(subtask.environment, subtask.domains)
     profile = task.user_profile or subtask.user_scenario.user_profile
-    memory_text = memory.read(query=subtask.instruction or None)
-    memory_tools = {t["function"]["name"] for t in memory.tool_schemas()}
-    tools = env.tool_schemas() + memory.tool_schemas()
-    messages: list[dict] = [{"role": "system", "content": build_system_prompt(subtask, profile, memory_text)}]
+    # 1.0 tasks run as the official 1.0 harness does: no memory in the prompt, no memory tools.
+    memory_text = memory.read(query=subtask.instruction or None) if task.version == "2.0" else ""
+    memory_schemas = memory.tool_schemas() if task.version == "2.0" else []
+    memory_tools = {t["function"]["name"] for t in memory_schemas}
+    tools = env.tool_schemas() + memory_schemas
+    prompt = build_system_prompt(subtask, profile, memory_text, task.version)
+    messages: list[dict] = [{"role": "system", "content": prompt}]
     history = [
         {"role": m["role"], "content": m["content"]}
         for m in subtask.message_history or []
         if isinstance(m, dict) and m.get("role") in ("user", "assistant") and isinstance(m.get("content"), str)
     ]
     messages += history or [{"role": "assistant", "content": GREETING}]
-    sim = UserSimulator(user, subtask, persona=json.dumps(profile, ensure_ascii=False), user_id=task.user_id)
+    sim = UserSimulator(
+        user, subtask, persona=json.dumps(profile, ensure_ascii=False), user_id=task.user_id, version=task.version
+    )
     agent_tokens, steps, errors, termination, failure = [0, 0], 0, 0, None, ""
     next_role = "agent" if messages[-1]["role"] == "user" else "user"
 

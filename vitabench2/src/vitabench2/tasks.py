@@ -116,6 +116,11 @@ class PersonalizationTask(BaseModel):
     subtasks: list[SubTask]
     source: str = "vitabench2"  # `vitabench2` or `vitabench1`; not an official field
 
+    @property
+    def version(self) -> str:
+        """The VitaBench version the task comes from (`"1.0"` or `"2.0"`): picks the user prompt and agent policy."""
+        return "1.0" if self.source == "vitabench1" else "2.0"
+
 
 class V1Task(BaseModel):
     """A VitaBench 1.0 task (official 1.0 `tasks.py`): one scenario, the hidden goal in `instructions`."""
