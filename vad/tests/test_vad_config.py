@@ -7,12 +7,14 @@ import pytest
 
 from agentrl_shared.config import ConfigError, LaunchConfig, ModelConfig, load_config
 from vad.config import ROWS, DataConfig, VADConfig, row_label
+from vad.trainer import VADTrainer
 
 
 SECTIONS = {"trainer": VADConfig, "data": DataConfig, "model": ModelConfig, "launch": LaunchConfig}
 CONFIGS = sorted(
     p.name[:-5] for p in (importlib.resources.files("vad") / "configs").iterdir() if p.name.endswith(".yaml")
 )
+PAPER_CONFIGS = [c for c in CONFIGS if c.endswith("_paper")]
 
 
 def test_config_files_exist():
@@ -33,13 +35,16 @@ def test_every_yaml_loads(name):
 
 def test_paper_defaults_pinned():
     args = VADConfig(output_dir="/tmp/vad-cfg", use_cpu=True)
-    assert args.top_k == 100 and args.tail_bucket  # Sec. 4.1: top-100 + tail bucket
+    assert args.support_k == 100 and args.tail_bucket  # Sec. 4.1: top-100 + tail bucket
     assert args.zeta == 1e-3 and args.target_clip == 20.0 and args.reg_weight == 0.1
     assert args.tau_plus == 0.8  # 4B
     assert args.divergence == "jsd" and args.target == "vad" and args.branch_weights == "capped"
     assert args.q_tail == "student_mass" and args.is_clip == 2.0
     assert args.learning_rate == 2e-6 and args.num_generations == 8 and args.max_completion_length == 1024
     assert args.beta == 0.0 and args.num_train_epochs == 1 and args.warmup_steps == 10
+    assert args.lr_scheduler_type == "constant_with_warmup" and args.weight_decay == 0.01  # Vision-OPD optim/fsdp.yaml
+    assert args.chat_template_kwargs == {"enable_thinking": False}
+    assert args.top_k == 0 and args.top_p == 1.0 and args.min_p is None  # TRL's sampling: unfiltered
     assert args.report_to == [] or args.report_to == "none" or args.report_to == ["none"]
     data = DataConfig()
     assert data.degrade_scale == 0.1 and data.minus_framing == "crop" and data.judge_model == "openai/gpt-oss-120b"
@@ -106,3 +111,28 @@ def test_paper_configs_plan_every_paper_row():
         (r["model"], r["row"]) for r in rows if r["row"] != "vision_opd" and r["row"] not in planned[r["model"]]
     ]
     assert missing == []
+
+
+def _paper_trainer_args(name: str, *overrides: str) -> VADConfig:
+    # use_vllm stays as the config sets it (true): only the fields are read, no engine starts
+    return load_config(name, ["trainer.use_cpu=true", "trainer.bf16=false", *overrides], SECTIONS, "vad")["trainer"]
+
+
+@pytest.mark.parametrize("name", PAPER_CONFIGS)
+def test_paper_config_rollouts_and_optimiser_are_vision_opd(name):
+    # what GRPOTrainer.__init__ hands vLLM / HF generate (`self.top_p`, `self.top_k`, `self.min_p` from these
+    # fields): unfiltered sampling (VisionOPD/Vision-OPD @ c2e345f rollout.yaml top_k -1, top_p 1); the distillation
+    # support is support_k = 100 (`distillation_topk=100`)
+    args = _paper_trainer_args(name)
+    assert args.use_vllm and args.vllm_importance_sampling_correction
+    assert (args.top_k, args.top_p, args.min_p, args.temperature) == (0, 1.0, None, 1.0)
+    assert args.support_k == 100
+    # constant LR after 10 warm-up steps, weight decay 0.01 (optim/fsdp.yaml:21,39; run_vision_opd.sh lr_warmup_steps)
+    assert (args.lr_scheduler_type, args.warmup_steps, args.weight_decay) == ("constant_with_warmup", 10, 0.01)
+    assert args.chat_template_kwargs == {"enable_thinking": False}
+
+
+def test_is_guard_refuses_truncated_sampling_before_any_model_loads():
+    args = _paper_trainer_args("visionopd_qwen3.5-4b_paper", "trainer.top_k=20")
+    with pytest.raises(ConfigError, match="top_k=20.*vllm_importance_sampling_correction=false"):
+        VADTrainer("no-such-model", args=args)  # the check runs before the model path is read

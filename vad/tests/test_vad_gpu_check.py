@@ -27,12 +27,12 @@ def test_divergence_loss_is_the_trainer_reduction():
     student, pos, neg = (torch.randn(1, 8, 300, generator=gen) * 3 for _ in range(3))
     mask = torch.ones(1, 8)
     mask[:, 6:] = 0
-    loss = gpu_check.divergence_loss(student, pos, neg, mask, chunk_size=3, top_k=20)
+    loss = gpu_check.divergence_loss(student, pos, neg, mask, chunk_size=3, support_k=20)
     pos2 = pos.clone()
     pos2[:, 6:] += 5 * torch.randn(1, 2, 300, generator=gen)
-    assert gpu_check.divergence_loss(student, pos2, neg, mask, chunk_size=3, top_k=20).item() == loss.item()
+    assert gpu_check.divergence_loss(student, pos2, neg, mask, chunk_size=3, support_k=20).item() == loss.item()
     pos2[:, 0] += 5 * torch.randn(300, generator=gen)
-    assert gpu_check.divergence_loss(student, pos2, neg, mask, chunk_size=3, top_k=20).item() != loss.item()
+    assert gpu_check.divergence_loss(student, pos2, neg, mask, chunk_size=3, support_k=20).item() != loss.item()
 
 
 def test_no_budget_skips_every_stage(tmp_path):

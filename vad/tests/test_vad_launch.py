@@ -45,3 +45,20 @@ def test_dry_run_is_for_the_paper_scale(caplog):
     with pytest.raises(SystemExit) as exc:
         cli.main(["reproduce", "--dry-run"])
     assert exc.value.code == 2 and "use it with --scale paper" in caplog.text
+
+
+def test_hf_evaluation_on_several_ranks_is_refused_before_any_model_loads(monkeypatch, caplog, tmp_path):
+    def fail(*args, **kwargs):
+        raise AssertionError("a model was built")
+
+    monkeypatch.setattr(cli, "build_trainer", fail)
+    monkeypatch.setattr(cli, "launch", fail)
+    cfg = cli.load("smoke", [])  # loaded in one process: TrainingArguments would set up the 2-rank group itself
+    monkeypatch.setenv("WORLD_SIZE", "2")  # as `accelerate launch --num_processes 2` sets it for `vad train`
+    with pytest.raises(cli.UsageError, match="data.eval_backend=hf evaluates on one process, not 2"):
+        cli.train(cfg, str(tmp_path))
+    monkeypatch.delenv("WORLD_SIZE")
+    with pytest.raises(SystemExit) as exc:  # the paper plan: 8 processes per trained row
+        cli.main(["reproduce", "--scale", "paper", "--dry-run", "--output", str(tmp_path), "data.eval_backend=hf"])
+    assert exc.value.code == 2 and "not 8: set data.eval_backend=vllm" in caplog.text
+    assert not any(tmp_path.iterdir())

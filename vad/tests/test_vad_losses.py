@@ -311,3 +311,31 @@ def test_chunked_support_logps_equals_unchunked(chunk):
     torch.testing.assert_close(chunk_logits.grad, full_logits.grad)
     given, _ = losses.chunked_support_logps(base, idx, temperature=0.7, chunk_size=chunk)
     torch.testing.assert_close(given, ref.detach())
+
+
+def _step_losses(tokens: list[list[int]], grad_accum: int, spg: int, training: bool = True) -> list[float]:
+    """Loss of each optimizer step with per-token loss 1, as training applies it: every rank sums its micro-batches'
+    losses over `grad_accum` micro-steps, and the gradient all-reduce averages the ranks. `tokens[rank][m]`: real
+    tokens of micro-batch m of one generation batch (`spg` micro-batches per rank)."""
+    ranks = len(tokens)
+    n = torch.tensor(float(sum(map(sum, tokens))))  # num_items_in_batch: the generation batch over every rank
+    norm = losses.token_mean_normalizer(n, ranks, grad_accum, spg, training)
+    steps = spg // grad_accum
+    return [
+        sum(sum(tokens[r][s * grad_accum + m] for m in range(grad_accum)) / norm.item() for r in range(ranks)) / ranks
+        for s in range(steps)
+    ]
+
+
+def test_token_mean_normalizer_steps_per_generation_factor():
+    # steps_per_generation == gradient_accumulation_steps (the paper configs): one step = the generation batch, token
+    # mean exact for unequal micro-batches
+    assert _step_losses([[3, 5, 7, 9], [1, 2, 4, 8]], grad_accum=4, spg=4) == pytest.approx([1.0])
+    # a generation batch over 2 optimizer steps: each step is its own token mean (equal micro-batches); without the
+    # factor GA / spg each step would weigh 1/2
+    assert _step_losses([[6, 6, 6, 6], [6, 6, 6, 6]], grad_accum=2, spg=4) == pytest.approx([1.0, 1.0])
+    n = torch.tensor(48.0)
+    assert losses.token_mean_normalizer(n, 2, 2, 4, training=True).item() == 48 / 2 * 2 / 4
+    # eval: neither split nor accumulated
+    assert losses.token_mean_normalizer(n, 2, 2, 4, training=False).item() == 24.0
+    assert losses.token_mean_normalizer(torch.tensor(0.0), 1, 1, 1, training=True).item() == 1.0  # clamp

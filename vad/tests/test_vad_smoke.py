@@ -51,6 +51,9 @@ def test_train_every_parameter_changes(tmp_path):
     unchanged = [n for n, p in params.items() if p.requires_grad and torch.equal(p.detach(), initial[n])]
     assert unchanged == [], unchanged
     _check_logs(trainer)
+    # the loss support (support_k 16) does not reach generation: rollouts sample unfiltered (TRL's top_k 0)
+    assert trainer.args.support_k == 16 and trainer.generation_kwargs["top_k"] == 0
+    assert trainer.generation_kwargs["top_p"] == 1.0
 
 
 def test_train_grpo_baseline_runs(tmp_path):

@@ -13,6 +13,7 @@ Each benchmark lives at `<root>/<folder>` as the Hugging Face snapshot of its da
 import base64
 import io
 import re
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -288,21 +289,45 @@ def rule_correct(name: str, response: str, answer: str, *, multiple_choice: bool
     return False
 
 
+# The official judge template's content (eval/judge_qwenlm.py `PROMPT_TEMPLATE`), in our words: the task (does the
+# response mean the same as the question's answer), the question, the reference answer and the extracted response,
+# compare before judging, reply Yes when correct and No otherwise, the reply alone.
 JUDGE_PROMPT = (
-    "Decide whether a response means the same as the reference answer to a question.\n"
-    "Question: {question}\nReference answer: {answer}\nResponse: {response}\n"
-    "Reply Yes if the response is correct and No otherwise, with nothing else."
+    "You decide whether a response to a question means the same as the question's reference answer.\n"
+    "Question: {question}\n"
+    "Reference answer: {answer}\n"
+    "Response: {response}\n"
+    "Compare the response with the reference answer, then decide. Output Yes if the response is correct and No "
+    "otherwise, and output nothing else."
 )
+JUDGE_ATTEMPTS = 3  # eval/judge_qwenlm.py `judge_via_api` `call_one`: 3 attempts 1 s apart, then "No"
 
 
-def judge_correct(item: EvalItem, response: str, *, base_url: str, model: str, api_key: str = "EMPTY") -> bool:
-    """The LLM judge for responses the rules do not accept (paper: openai/gpt-oss-120b, temperature 0; correct when
-    the judge says yes, eval/cal_acc.py `is_correct`). The prompt wording is ours."""
+def judge_reply(
+    item: EvalItem, response: str, *, base_url: str, model: str, api_key: str = "EMPTY", pause_s: float = 1.0
+) -> tuple[str, str | None]:
+    """The LLM judge's reply on a response the rules do not accept (paper: openai/gpt-oss-120b at temperature 0,
+    2048 tokens, eval/judge_qwenlm.py), and the last error when every attempt failed (the reply is then "No").
+
+    Correct means the reply is "yes" after stripping and lower-casing (eval/cal_acc.py `is_correct`)."""
     from .evaluation import chat_completion
 
     prompt = JUDGE_PROMPT.format(question=item.query, answer=item.answer, response=final_answer(response))
-    reply = chat_completion(base_url, model, [{"role": "user", "content": prompt}], max_tokens=2048, api_key=api_key)
-    return reply.strip().strip(".").lower() == "yes"
+    error = None
+    for attempt in range(JUDGE_ATTEMPTS):
+        try:
+            reply = chat_completion(base_url, model, [{"role": "user", "content": prompt}], max_tokens=2048,
+                                    api_key=api_key)  # fmt: skip
+            return reply.strip(), None
+        except (OSError, ValueError, KeyError, IndexError) as err:  # HTTP/connection errors, a malformed reply
+            error = f"{type(err).__name__}: {err}"
+            if attempt < JUDGE_ATTEMPTS - 1:
+                time.sleep(pause_s)
+    return "No", error
+
+
+def judge_correct(reply: str) -> bool:
+    return reply.strip().lower() == "yes"
 
 
 # ------------------------------------------------------------------------------------------------------- metrics

@@ -241,6 +241,16 @@ def build_trainer(cfg: dict, trainer_cls: type | None = None):
     return (trainer_cls or VADTrainer)(path, args=args, train_dataset=dataset, processing_class=processor)
 
 
+def check_eval_world(cfg: dict, world: int) -> None:
+    """`data.eval_backend=hf` evaluates on one process only: under ZeRO-3 every rank's `generate` all-gathers the
+    shards at each decoding step, so ranks with other item counts or answer lengths would hang one another."""
+    if cfg["data"].eval_backend == "hf" and world > 1:
+        raise UsageError(
+            f"data.eval_backend=hf evaluates on one process, not {world}: set data.eval_backend=vllm (or openai), or "
+            "evaluate the saved checkpoint afterwards with `vad eval` in one process."
+        )
+
+
 def train(cfg: dict, output: str, callbacks: list | None = None) -> dict:
     """Train one row, evaluate the trained student, write `result.json` (rank 0); returns the record (or {}).
 
@@ -248,6 +258,7 @@ def train(cfg: dict, output: str, callbacks: list | None = None) -> dict:
     extra `transformers.TrainerCallback`s (e.g. `vad.gpu_check`'s time budget).
     """
     args: VADConfig = cfg["trainer"]
+    check_eval_world(cfg, int(os.environ.get("WORLD_SIZE", "1")))  # before any model loads
     row = row_label(args, cfg["data"].minus_framing)
     out = run_dir(output, cfg, row)
     args.output_dir = str(out / "trainer")
@@ -316,6 +327,8 @@ def reproduce(
     # a dry run plans on any machine: the paper trainer section asks for bf16 GPUs, so it is read on the CPU
     plan = [*overrides, "trainer.use_cpu=true"] if flags.dry_run else overrides
     cfg = load(config, plan)
+    if scale == "paper":  # each trained row runs on the config's processes
+        check_eval_world(cfg, cfg["launch"].num_processes)
     if scale == "paper" and not flags.dry_run:
         check_paper_scale(cfg)
     records = []

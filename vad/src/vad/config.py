@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from trl import GRPOConfig
 
 from .benchmarks import BENCHMARKS
+from .evaluation import NO_THINKING
 from .losses import BRANCH_WEIGHTS, DIVERGENCES, Q_TAILS, TARGETS
 from .views import COLOURS, MINUS_FRAMINGS
 
@@ -42,7 +43,9 @@ class VADConfig(GRPOConfig):
 
     Defaults are the paper's (Sec. 4.1): top-100 support + tail bucket, zeta = 1e-3,
     c = 20, lambda = 0.1, tau_plus = 0.8 (4B; 0.7 for 9B), JSD, lr 2e-6, 8 rollouts per prompt, 1024 response tokens,
-    one epoch with 10 warm-up steps (VisionOPD/Vision-OPD @ c2e345f, `scripts/run_vision_opd.sh`), no KL to a reference (beta = 0).
+    one epoch with 10 warm-up steps then a constant LR, weight decay 0.01, thinking off (VisionOPD/Vision-OPD @
+    c2e345f, `scripts/run_vision_opd.sh`, `verl/trainer/config/optim/fsdp.yaml`), no KL to a reference (beta = 0),
+    unfiltered sampling (TRL's `top_k` 0, `top_p` 1; the support size is `support_k`).
     """
 
     # --- VAD (Sec. 3) ---
@@ -57,7 +60,14 @@ class VADConfig(GRPOConfig):
     divergence: str = field(
         default="jsd", metadata={"help": "`jsd` (paper), `fkl` or `rkl` (Tab. 4 ablation). Sec. 3.3."}
     )
-    top_k: int = field(default=100, metadata={"help": "Student top-K support size. Paper Sec. 4.1: K = 100."})
+    support_k: int = field(
+        default=100,
+        metadata={
+            "help": "Student top-K support size of the distillation loss. Paper Sec. 4.1: K = 100 (Vision-OPD "
+            "`distillation_topk=100`). Not TRL's sampling `top_k`, which stays 0: rollouts sample unfiltered "
+            "(VisionOPD/Vision-OPD @ c2e345f `verl/trainer/config/rollout/rollout.yaml`: `top_k: -1`)."
+        },
+    )
     tail_bucket: bool = field(default=True, metadata={"help": "Append one tail bucket to the support. Sec. 4.1."})
     q_tail: str = field(
         default="student_mass",
@@ -112,6 +122,26 @@ class VADConfig(GRPOConfig):
     beta: float = field(default=0.0, metadata={"help": "No KL to a reference model: the teacher is the anchor."})
     num_train_epochs: float = field(default=1.0, metadata={"help": "Vision-OPD: 1 epoch (~65 steps of 96 prompts)."})
     warmup_steps: float = field(default=10, metadata={"help": "Vision-OPD: 10 warm-up steps."})
+    lr_scheduler_type: str = field(
+        default="constant_with_warmup",
+        metadata={
+            "help": "Vision-OPD: constant LR after the warm-up (VisionOPD/Vision-OPD @ c2e345f "
+            "`verl/trainer/config/optim/fsdp.yaml` `lr_scheduler_type: constant`, `lr_warmup_steps=10` in "
+            "`scripts/run_vision_opd.sh`); TRL's default decays linearly to 0."
+        },
+    )
+    weight_decay: float = field(
+        default=0.01, metadata={"help": "Vision-OPD AdamW weight decay (`optim/fsdp.yaml` `weight_decay: 0.01`)."}
+    )
+    chat_template_kwargs: dict | str | None = field(
+        default_factory=lambda: dict(NO_THINKING),
+        metadata={
+            "help": "Thinking off for the student rollouts and the teacher's x+/x- prompts, as in evaluation: "
+            "Vision-OPD trains with a template whose generation prompt always closes the think block "
+            "(VisionOPD/Vision-OPD @ c2e345f `chat_templates/perception_chat_template_qwen35.jinja`, used by "
+            "`scripts/run_vision_opd.sh`); Qwen3.5-4B/9B's own template opens one unless `enable_thinking` is false."
+        },
+    )
     report_to: str | list[str] = field(default="none", metadata={"help": "W&B is opt-in (`report_to=wandb`)."})
 
     def __post_init__(self):

@@ -21,7 +21,16 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from .benchmarks import BENCHMARKS, EvalItem, averages, benchmark_score, iter_benchmark, judge_correct, rule_correct
+from .benchmarks import (
+    BENCHMARKS,
+    EvalItem,
+    averages,
+    benchmark_score,
+    iter_benchmark,
+    judge_correct,
+    judge_reply,
+    rule_correct,
+)
 
 
 logger = logging.getLogger(__name__)
@@ -39,16 +48,17 @@ class HFGenerator:
     def __init__(self, model, processor, max_new_tokens: int):
         self.model, self.processor, self.max_new_tokens = model, processor, max_new_tokens
 
+    def prompt(self, item: EvalItem) -> str:
+        """The rendered prompt text of one item (thinking off), before the processor expands the image tokens."""
+        return self.processor.apply_chat_template(
+            messages(item, None), add_generation_prompt=True, tokenize=False, **NO_THINKING
+        )
+
     def __call__(self, items: list[EvalItem]) -> list[str]:
         import torch
 
         images = [it.image() for it in items]
-        texts = [
-            self.processor.apply_chat_template(
-                messages(it, None), add_generation_prompt=True, tokenize=False, **NO_THINKING
-            )
-            for it in items
-        ]
+        texts = [self.prompt(it) for it in items]
         enc = self.processor(images=[[im] for im in images], text=texts, padding=True, return_tensors="pt")
         enc = enc.to(self.model.device)
         with torch.no_grad():
@@ -178,17 +188,27 @@ def run_benchmark(
     with path.open("a", encoding="utf-8") as f:
         for batch in batches(mine, batch_size):
             for it, response in zip(batch, generate(batch), strict=True):
-                correct = rule_correct(name, response, it.answer)
-                source = "rule"
-                if not correct and judge is not None:
-                    correct, source = judge_correct(it, response, **judge), "judge"
-                rec = {"uid": it.uid, "answer": it.answer, "response": response, "correct": bool(correct),
-                       "source": source, "info": it.info}  # fmt: skip
+                rec = {"uid": it.uid, "answer": it.answer, "response": response,
+                       "correct": rule_correct(name, response, it.answer), "source": "rule"}  # fmt: skip
+                if not rec["correct"] and judge is not None:
+                    reply, error = judge_reply(it, response, **judge)
+                    rec.update(correct=judge_correct(reply), source="judge", judge=reply, judge_error=error)
+                rec["info"] = it.info
                 f.write(json.dumps(rec, ensure_ascii=False) + "\n")
                 f.flush()
             count += len(batch)
             logger.info("%s rank %d: %d items graded in this run", name, rank, count)
     return count
+
+
+def grading(records: list[dict]) -> dict[str, int]:
+    """How the items of one benchmark were graded: accepted by the rules, sent to the judge (and of those, scored "No"
+    after every judge request failed), or rejected by the rules with no judge asked (`rule (no judge)`)."""
+    counts = {"rule": 0, "judge": 0, "judge_failed": 0, "rule (no judge)": 0}
+    for rec in records:
+        counts[rec["source"] if rec["source"] == "judge" or rec["correct"] else "rule (no judge)"] += 1
+        counts["judge_failed"] += rec["judge_failed"]
+    return counts
 
 
 def collect_scores(out: Path, names: Iterable[str]) -> dict:
@@ -204,9 +224,11 @@ def collect_scores(out: Path, names: Iterable[str]) -> dict:
                     continue
                 if rec["uid"] not in seen:
                     seen.add(rec["uid"])
-                    records.append({"correct": rec["correct"], "answer": rec["answer"], "info": rec["info"]})
+                    records.append({"correct": rec["correct"], "answer": rec["answer"], "info": rec["info"],
+                                    "source": rec.get("source", "rule"), "judge_failed": bool(rec.get("judge_error"))})  # fmt: skip
         if records:
             details[name] = benchmark_score(name, records)
+            details[name]["graded_by"] = grading(records)
             scores[name] = details[name]["score"]
     return {"scores": {**scores, **averages(scores)}, "details": details}
 

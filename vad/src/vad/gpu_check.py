@@ -77,7 +77,7 @@ def say(msg: str) -> None:
 # ---------------------------------------------------------------------------------------- stage 1: divergence
 
 
-def divergence_loss(student_logits, pos_logits, neg_logits, mask, *, chunk_size: int | None, top_k: int = 100):
+def divergence_loss(student_logits, pos_logits, neg_logits, mask, *, chunk_size: int | None, support_k: int = 100):
     """VAD's per-token loss L_vis + lambda a_t L_reg (Eq. 10) token-meaned, from raw (B, C, V) logits, through the
     package's functions as `VADTrainer._compute_loss` calls them. `chunk_size=None`: no chunking
     (`losses.support_logps` on the whole fp32 logits, what the chunking replaces)."""
@@ -88,13 +88,13 @@ def divergence_loss(student_logits, pos_logits, neg_logits, mask, *, chunk_size:
 
     defaults = VADConfig.__dataclass_fields__  # the paper values of the loss switches
     if chunk_size is None:
-        top_idx = torch.topk(student_logits.detach(), top_k, dim=-1).indices  # (B, C, K)
+        top_idx = torch.topk(student_logits.detach(), support_k, dim=-1).indices  # (B, C, K)
         student = losses.support_logps(student_logits.float(), top_idx)
         with torch.no_grad():
             pos = losses.support_logps(pos_logits.float(), top_idx)
             neg = losses.support_logps(neg_logits.float(), top_idx)
     else:
-        student, top_idx = losses.chunked_support_logps(student_logits, k=top_k, chunk_size=chunk_size)
+        student, top_idx = losses.chunked_support_logps(student_logits, k=support_k, chunk_size=chunk_size)
         with torch.no_grad():
             pos, _ = losses.chunked_support_logps(pos_logits, top_idx, chunk_size=chunk_size)
             neg, _ = losses.chunked_support_logps(neg_logits, top_idx, chunk_size=chunk_size)
@@ -153,7 +153,7 @@ def stage_divergence(out: Path, device: str, quick: bool, clock: Clock, share_s:
     shapes = QUICK_SHAPES if quick else FULL_SHAPES
     stop = time.monotonic() + share_s
     result = {"device": torch.cuda.get_device_name() if device.startswith("cuda") else "cpu",
-              "logits_dtype": "bfloat16", "top_k": 100, "vocabularies": VOCABS, "cases": []}  # fmt: skip
+              "logits_dtype": "bfloat16", "support_k": 100, "vocabularies": VOCABS, "cases": []}  # fmt: skip
     if device.startswith("cuda"):
         result["total_gib"] = torch.cuda.get_device_properties(0).total_memory / 2**30
     for i, shape in enumerate(shapes):

@@ -295,3 +295,19 @@ def vad_token_losses(
         "rho": rho,
         "misaligned": misaligned,
     }
+
+
+def token_mean_normalizer(
+    num_items_in_batch: Tensor, num_processes: int, grad_accum_steps: int, steps_per_generation: int, training: bool
+) -> Tensor:
+    """Denominator of one micro-batch's summed per-token loss: TRL 1.16 `GRPOTrainer._compute_loss`, loss types
+    `dapo`/`cispo`, verbatim. `num_items_in_batch` counts the real tokens of the whole generation batch over every
+    rank; the gradient all-reduce averages ranks, and training rescales to one accumulation window (a generation
+    batch spans `steps_per_generation` micro-batches per rank, an optimizer step `grad_accum_steps`), so each step is
+    a token mean over its own tokens (exactly when `steps_per_generation == grad_accum_steps`; with the generation
+    batch's average tokens per micro-batch otherwise). The loss is already scaled for gradient accumulation
+    (TRL's `loss_is_scaled_for_ga`)."""
+    normalizer = num_items_in_batch.clamp(min=1.0) / num_processes
+    if training:  # in eval the batch is neither split across steps nor accumulated
+        normalizer = normalizer * grad_accum_steps / steps_per_generation
+    return normalizer

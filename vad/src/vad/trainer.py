@@ -11,6 +11,8 @@ from trl.data_utils import apply_chat_template, prepare_multimodal_messages
 from trl.models import prepare_deepspeed
 from trl.trainer.utils import create_model_from_path, get_config_model_id
 
+from agentrl_shared.sampling import check_is_sampling
+
 from . import losses
 from .benchmarks import rule_correct
 from .config import VADConfig
@@ -67,6 +69,7 @@ class VADTrainer(GRPOTrainer):
     def __init__(self, model, reward_funcs=None, args: VADConfig | None = None, **kwargs):
         if args is None:
             args = VADConfig("vad-output")
+        check_is_sampling(args)  # before any model loads
         super().__init__(model, reward_funcs if reward_funcs is not None else [answer_reward], args=args, **kwargs)
         self.teacher_model = None
         if args.target != "grpo":
@@ -171,7 +174,7 @@ class VADTrainer(GRPOTrainer):
             model, inputs["prompt_ids"], inputs["prompt_mask"], completion_ids, completion_mask, student_view
         )  # (B, C, V)
         chunk = {"temperature": self.temperature, "chunk_size": args.logit_chunk_size}
-        student_logp, top_idx = losses.chunked_support_logps(student_logits, k=args.top_k, **chunk)  # (B, C, K)
+        student_logp, top_idx = losses.chunked_support_logps(student_logits, k=args.support_k, **chunk)  # (B, C, K)
 
         # Teacher p_T^+ (x+) and p_T^- (x-): frozen, no grad, same completion; every rank runs the same forwards
         # (under ZeRO-3 a rank that skipped a forward would hang the others' parameter all-gathers)
@@ -233,9 +236,12 @@ class VADTrainer(GRPOTrainer):
         if self.use_vllm and self.vllm_importance_sampling_correction:
             per_token_loss = per_token_loss * inputs["importance_sampling_ratio"]
 
-        # Token-mean over the whole generation batch, like TRL's `dapo` normaliser; already scaled for GA
-        normalizer = inputs["num_items_in_batch"] / self.accelerator.num_processes
-        loss = (per_token_loss * mask).sum() / normalizer.clamp(min=1.0)
+        # Token mean per optimizer step, TRL's `dapo` normaliser (with its steps_per_generation factor); scaled for GA
+        normalizer = losses.token_mean_normalizer(
+            inputs["num_items_in_batch"], self.accelerator.num_processes, self.current_gradient_accumulation_steps,
+            args.steps_per_generation, training=mode == "train",
+        )  # fmt: skip
+        loss = (per_token_loss * mask).sum() / normalizer
 
         def global_masked_mean(x: torch.Tensor) -> float:
             totals = self.accelerator.reduce(torch.stack([(x.float() * mask).sum(), mask.sum().float()]), "sum")
