@@ -216,6 +216,8 @@ def result_record(cfg: dict, row: str, scores: dict, **extra) -> dict:
         "config": cfg["_name"],
         "seed": cfg["trainer"].seed,
         "commit": git_commit(),
+        # the judge that graded the answers the rules reject; None: rules only (the report marks it rule-scored)
+        "judge": cfg["data"].judge_model if cfg["data"].judge_base_url else None,
         "scores": scores["scores"],
         "details": scores["details"],
         **extra,
@@ -251,6 +253,28 @@ def check_eval_world(cfg: dict, world: int) -> None:
         )
 
 
+def check_judge(data: DataConfig) -> None:
+    """With `data.judge_base_url`, the judge must answer and serve `data.judge_model` before anything trains or
+    generates (otherwise every answer the rules reject would wait out 3 failed requests and score "No")."""
+    from .evaluation import served_models
+
+    if not data.judge_base_url:
+        return
+    try:
+        served = served_models(data.judge_base_url)
+    except (OSError, ValueError, KeyError) as err:
+        raise UsageError(
+            f"The judge at data.judge_base_url={data.judge_base_url} does not answer ({err}): start it (`vllm serve "
+            f"{data.judge_model} --port 8001`) or set data.judge_base_url=null to grade by the rules only (the "
+            "report marks such results rule-scored)."
+        ) from err
+    if data.judge_model not in served:
+        raise UsageError(
+            f"The judge at {data.judge_base_url} serves {', '.join(served) or 'no model'}, not data.judge_model="
+            f"{data.judge_model}: set data.judge_model to the served name."
+        )
+
+
 def train(cfg: dict, output: str, callbacks: list | None = None) -> dict:
     """Train one row, evaluate the trained student, write `result.json` (rank 0); returns the record (or {}).
 
@@ -259,6 +283,7 @@ def train(cfg: dict, output: str, callbacks: list | None = None) -> dict:
     """
     args: VADConfig = cfg["trainer"]
     check_eval_world(cfg, int(os.environ.get("WORLD_SIZE", "1")))  # before any model loads
+    check_judge(cfg["data"])
     row = row_label(args, cfg["data"].minus_framing)
     out = run_dir(output, cfg, row)
     args.output_dir = str(out / "trainer")
@@ -290,6 +315,7 @@ def train(cfg: dict, output: str, callbacks: list | None = None) -> dict:
 
 def eval_base(cfg: dict, output: str, row: str = "base") -> dict:
     """Evaluate `model.name_or_path` as is (the `base` row, or a given checkpoint), one process."""
+    check_judge(cfg["data"])
     out = run_dir(output, cfg, row)
     write_json(out / "config.json", to_dict({k: v for k, v in cfg.items() if k != "_name"}))
     scores = evaluate(cfg, out / "eval", generator_for(cfg))
@@ -331,6 +357,7 @@ def reproduce(
         check_eval_world(cfg, cfg["launch"].num_processes)
     if scale == "paper" and not flags.dry_run:
         check_paper_scale(cfg)
+        check_judge(cfg["data"])
     records = []
     for seed in cfg["data"].seeds:
         for row in cfg["data"].rows:

@@ -219,7 +219,8 @@ class DataConfig:
         eval_max_new_tokens (`int`): generation budget at evaluation (Vision-OPD eval: 32768).
         eval_batch_size (`int`): items generated (and written) per batch on each rank.
         eval_seed (`int`): sampling seed of the evaluation requests (Vision-OPD eval: 42).
-        judge_base_url (`str` or `None`): OpenAI-compatible judge for answers the rules reject; None = rules only.
+        judge_base_url (`str` or `None`): OpenAI-compatible judge for answers the rules reject (3 attempts, then "No");
+            None = rules only (the report marks such results rule-scored).
         judge_model (`str`): judge model name. Paper: openai/gpt-oss-120b.
         seeds (`list[int]`): training seeds run by `vad reproduce`.
         rows (`list[str]`): table rows `vad reproduce` produces (`ROWS`).

@@ -3,7 +3,7 @@
 Protocol (VisionOPD/Vision-OPD @ c2e345f, `eval/infer.py` and `eval/run_eval.sh`): one user turn with the image then
 the benchmark's reference query, greedy decoding (temperature 0), seed 42, thinking off for Qwen3.5
 (`chat_template_kwargs={"enable_thinking": False}`), answers graded by `benchmarks.rule_correct` and, when a judge
-endpoint is given, the LLM judge for the rest. Each rank takes every `world`-th item, generates in small batches and
+endpoint is given, the LLM judge for the rest (3 attempts, then "No"). Each rank takes every `world`-th item, generates in small batches and
 appends one JSON line per item to `<out>/<benchmark>/rank<r>.jsonl` as soon as it is graded; a rerun skips the items
 already written. Rank 0 then reads the lines back and writes `<out>/scores.json`.
 
@@ -84,6 +84,13 @@ def chat_completion(
     )
     with urllib.request.urlopen(request, timeout=3600) as response:
         return json.loads(response.read())["choices"][0]["message"]["content"] or ""
+
+
+def served_models(base_url: str, api_key: str = "EMPTY") -> list[str]:
+    """The model names an OpenAI-compatible server lists (`GET /models`)."""
+    request = urllib.request.Request(base_url.rstrip("/") + "/models", headers={"Authorization": f"Bearer {api_key}"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return [m["id"] for m in json.loads(response.read())["data"]]
 
 
 class OpenAIGenerator:

@@ -1,7 +1,8 @@
 """`vad report`: file finished runs' results, then rebuild the README results table and the learning curves.
 
 Every paper row (`paper_results.json`: Tab. 1-4 keyed by benchmark average, model and row) shows our mean +- std over
-seeds from the result files whose model and row match, or "not run". Rows we ran that the paper has no number for
+seeds from the result files whose model and row match, or "not run"; a cell graded without the LLM judge says
+"rule-scored (no judge)" (the paper's numbers are judge-graded). Rows we ran that the paper has no number for
 (the CPU mechanics check) follow, with the training signal of the same runs.
 """
 
@@ -13,6 +14,8 @@ import statistics
 from pathlib import Path
 
 from agentrl_shared.report import markdown_table, plot_curves, replace_block
+
+from .benchmarks import HELD_OUT, MAIN
 
 
 logger = logging.getLogger(__name__)
@@ -43,6 +46,15 @@ def _cell(values: list[float]) -> str:
     return f"{statistics.fmean(values):.2f} +- {std:.2f} (n={len(values)})"
 
 
+def _grading(recs: list[dict], benchmark: str) -> str:
+    """ " rule-scored (no judge)" when any run graded without a judge (answers the rules reject count as wrong: a
+    lower bound of the paper's judge-graded number); the items the judge scored "No" after every request failed."""
+    members = {"Avg6": MAIN, "Avg4": HELD_OUT}.get(benchmark, (benchmark,))
+    note = " rule-scored (no judge)" if any(r.get("judge") is None for r in recs) else ""
+    failed = sum(r["details"].get(b, {}).get("graded_by", {}).get("judge_failed", 0) for r in recs for b in members)
+    return note + (f" (judge failed on {failed} items: scored No)" if failed else "")
+
+
 def _signal(recs: list[dict], key: str) -> str:
     """First -> last logged value of `key` in the runs' training logs (mean over seeds)."""
     firsts, lasts = [], []
@@ -64,9 +76,12 @@ def report(runs: list[Path], results: Path, readme: Path) -> str:
     rows, used = [], set()
     for paper in paper_rows():
         match = [r for r in records if r["model"] == paper["model"] and r["row"] == paper["row"]]
-        values = [r["scores"][paper["benchmark"]] for r in match if paper["benchmark"] in r["scores"]]
+        scored = [r for r in match if paper["benchmark"] in r["scores"]]
+        values = [r["scores"][paper["benchmark"]] for r in scored]
         used.update(id(r) for r in match)
         cell = _cell(values) if values or paper["row"] not in NOT_IMPLEMENTED else NOT_IMPLEMENTED[paper["row"]]
+        if scored:
+            cell += _grading(scored, paper["benchmark"])
         commits = ", ".join(sorted({r["commit"] for r in match})) or "-"
         rows.append([paper["benchmark"], paper["model"], paper["row"], f"{paper['value']} ({paper['source']})", cell,
                      commits])  # fmt: skip
