@@ -68,7 +68,14 @@ def add_run_arguments(run: argparse.ArgumentParser) -> None:
         "--thinking",
         choices=["on", "off"],
         default=None,
-        help="send chat_template_kwargs.enable_thinking to openai back ends (vLLM, Qwen3-style); default: not sent",
+        help="send chat_template_kwargs.enable_thinking to the openai back ends of --thinking-roles (vLLM, "
+        "Qwen3-style); default: not sent",
+    )
+    g.add_argument(
+        "--thinking-roles",
+        default="agent",
+        help="comma-separated roles that get --thinking (agent, user, judge; default: agent only: hosted user and "
+        "judge models such as gpt-4.1 answer 400 to chat_template_kwargs)",
     )
     g.add_argument(
         "--context-length",
@@ -162,11 +169,18 @@ def cmd_run(args, argv: list[str]) -> None:
     specs = {"agent": args.agent, "user": args.user or args.agent, "judge": args.judge or args.agent}
     if args.offline or any(s.startswith("transformers:") for s in specs.values()):
         set_offline_env()  # in-process models load from local files only
-    backends: dict = {}  # one instance per distinct (spec, key): a single in-process model serves all roles
+    thinking = None if args.thinking is None else args.thinking == "on"
+    thinking_roles = _csv(args.thinking_roles) or []
+    unknown = sorted(set(thinking_roles) - set(specs))
+    if unknown:
+        raise SystemExit(f"--thinking-roles: unknown roles {unknown}; valid: agent, user, judge")
+    # one instance per distinct (spec, key, thinking): a single in-process model serves all roles
+    backends: dict = {}
     for role, spec in specs.items():
         key = getattr(args, f"{role}_api_key") or args.api_key or os.environ.get("OPENAI_API_KEY")
-        if (spec, key) not in backends:
-            backends[(spec, key)] = build_backend(
+        role_thinking = thinking if role in thinking_roles and spec.startswith("openai:") else None
+        if (spec, key, role_thinking) not in backends:
+            backends[(spec, key, role_thinking)] = build_backend(
                 spec,
                 max_concurrency=args.concurrency,
                 max_new_tokens=args.max_new_tokens,
@@ -175,10 +189,10 @@ def cmd_run(args, argv: list[str]) -> None:
                 temperature=args.temperature,
                 max_tokens=args.max_tokens,
                 seed=args.seed,
-                enable_thinking=None if args.thinking is None else args.thinking == "on",
+                enable_thinking=role_thinking,
                 timeout_s=args.timeout,
             )
-        specs[role] = backends[(spec, key)]
+        specs[role] = backends[(spec, key, role_thinking)]
     context_length = args.context_length
     if context_length is None and isinstance(specs["agent"], OpenAIBackend):
         context_length = specs["agent"].context_length()
@@ -207,7 +221,8 @@ def cmd_run(args, argv: list[str]) -> None:
         max_tokens=args.max_tokens,
         max_new_tokens=args.max_new_tokens,
         max_input_tokens=args.max_input_tokens,
-        enable_thinking=None if args.thinking is None else args.thinking == "on",
+        enable_thinking=thinking,
+        thinking_roles=thinking_roles,
         context_length=context_length,
         seed=args.seed,
     )
@@ -230,6 +245,7 @@ def cmd_run(args, argv: list[str]) -> None:
     keys = (f"avg@{k}", f"pass@{k}", f"pass^{k}", "avg_proactive", "avg_personalization", "num_units")
     report = {key: m.get(key) for key in keys} | {
         "judge_failures": summary["judge_failures"],
+        "backend_errors": summary["backend_errors"],
         "terminations": summary["terminations"],
     }
     sys.stdout.write(json.dumps(report, indent=1) + "\n")

@@ -163,13 +163,18 @@ def parse_outcome_output(text: str) -> float:
     raise MalformedJudgeOutput(f"outcome reply needs action_reward or all_met: {text[:160]!r}")
 
 
+def _call_arguments(args) -> str:
+    """`k='v', ...`; arguments that are not an object (the agent sent `null` or a number) as their JSON."""
+    if isinstance(args, dict):
+        return ", ".join(f"{k}={v!r}" for k, v in args.items())
+    return json.dumps(args, ensure_ascii=False)
+
+
 def format_message(index: int, m: dict) -> str:
     """One message as the official judge shows it: `[index] role: content` with tool calls as `name(k='v')`."""
     role, content = m["role"], (m.get("content") or "").strip()
     if role == "assistant" and m.get("tool_calls"):
-        calls = ".".join(
-            c["name"] + "(" + ", ".join(f"{k}={v!r}" for k, v in c["arguments"].items()) + ")" for c in m["tool_calls"]
-        )
+        calls = ".".join(f"{c['name']}({_call_arguments(c['arguments'])})" for c in m["tool_calls"])
         content = f"{content} {calls}" if content else calls
     return f"[{index}] {role}: {content}" if content else ""
 
@@ -291,7 +296,7 @@ class SlidingWindowJudge:
             for m in messages
             if m["role"] == "assistant"
             for c in m.get("tool_calls") or []
-            if c["name"] in OUTCOME_WRITE_TOOLS
+            if c["name"] in OUTCOME_WRITE_TOOLS and isinstance(c["arguments"], dict)  # others never resolve
         ]
         if not writes:
             return None

@@ -12,7 +12,7 @@ import importlib
 import json
 import math
 
-from .backends import ChatBackend
+from .backends import BackendError, ChatBackend
 
 
 MEMORY_TYPES = ("null", "groundtruth", "full_context", "rewrite", "rag", "rag_cache")
@@ -136,6 +136,9 @@ class BaseMemory:
 
     Tools: `tool_schemas()` lists the READ tools exposed to the agent and `call_tool(name, args)` runs them; the
     defaults expose `read_preference_memory()` and `query_preference_memory(query)`, both backed by `read`.
+
+    An `update` whose model call fails falls back (as the official memories do) and appends the endpoint's message
+    to `update_errors`, which the orchestrator records on the subtask (`backend_error`) and clears.
     """
 
     name = "base"
@@ -145,6 +148,7 @@ class BaseMemory:
             raise ValueError(f"{type(self).__name__} got unknown options {sorted(kwargs)}")
         self.language = language
         self.user_id = user_id
+        self.update_errors: list[str] = []
 
     def read(self, query: str | None = None) -> str:
         raise NotImplementedError
@@ -273,8 +277,19 @@ class RewriteMemory(BaseMemory):
             interactions="\n\n".join(format_interaction(i) for i in new_interactions),
             max_tokens=self.max_tokens,
         )
-        result = llm.chat([{"role": "user", "content": prompt}], role="memory")
-        self.memory = tail_truncate(result.content.strip(), self.max_tokens)
+        # Official `RewriteMemory.update`: a failed or empty model reply appends the raw interactions instead.
+        try:
+            text = llm.chat([{"role": "user", "content": prompt}], role="memory").content.strip()
+        except BackendError as err:
+            self.update_errors.append(f"memory update: {err}")
+            text = ""
+        if not text:
+            observed = "\n\n".join(format_interaction(i) for i in new_interactions)
+            if self.memory:
+                text = f"{self.memory}\n\nAdditional observations:\n{observed}"
+            else:
+                text = f"User preference observations:\n{observed}"
+        self.memory = tail_truncate(text, self.max_tokens)
         return self.memory
 
     def reset(self) -> None:
@@ -398,7 +413,12 @@ class RAGMemory(BaseMemory):
         if llm is None or not self.chunks:
             return self._all_chunks() if self.chunks else ""
         prompt = RAG_SUMMARY_PROMPT.format(chunks="\n".join(f"- {c}" for c in self.chunks))
-        text = llm.chat([{"role": "user", "content": prompt}], role="memory").content.strip()
+        # Official `RAGMemory._generate_summary`: a failed or empty reply falls back to every stored chunk.
+        try:
+            text = llm.chat([{"role": "user", "content": prompt}], role="memory").content.strip()
+        except BackendError as err:
+            self.update_errors.append(f"memory summary: {err}")
+            text = ""
         return text or self._all_chunks()
 
     def ranked(self, query: str) -> list[int]:

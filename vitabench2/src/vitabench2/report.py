@@ -48,20 +48,23 @@ def _fmt(x) -> str:
 
 
 def memory_table(runs: list[dict]) -> str:
-    """Markdown table, one row per run: model, memory, trials, Avg@k, Pass@k, Pass^k, skill split, commit."""
+    """Markdown table, one row per run: model, memory, trials, Avg@k, Pass@k, Pass^k, skill split, judge failures,
+    subtasks with an endpoint failure (`backend_error`: a run of those reads as low scores otherwise), commit."""
     lines = [
-        "| Agent | Memory | Subtasks x trials | Avg@k | Pass@k | Pass^k | Proactive | Personalization | Judge failures | Command | commit |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| Agent | Memory | Subtasks x trials | Avg@k | Pass@k | Pass^k | Proactive | Personalization | Judge failures | Backend errors | Command | commit |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in runs:
         c, m = run["config"], run["metrics"]
         k = m.get("k", c["num_trials"])
         memory = c.get("memory_class") or c.get("memory_type")
         failures = sum(1 for r in run["records"] if r.get("judge_failed"))
+        backend = sum(1 for r in run["records"] if r.get("backend_error"))
         lines.append(
             f"| {c['agent']} | {MEMORY_LABELS.get(memory, memory)} | {m.get('num_units', 0)} x {c['num_trials']} | "
             f"{_fmt(m.get(f'avg@{k}'))} | {_fmt(m.get(f'pass@{k}'))} | {_fmt(m.get(f'pass^{k}'))} | "
             f"{_fmt(m.get('avg_proactive'))} | {_fmt(m.get('avg_personalization'))} | {failures}/{len(run['records'])} | "
+            f"{backend}/{len(run['records'])} | "
             f"`{c.get('command', '')}` | {c.get('commit', '')} |"
         )
     return "\n".join(lines)

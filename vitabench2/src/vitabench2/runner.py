@@ -26,7 +26,7 @@ from .judge import SlidingWindowJudge
 from .memory import BaseMemory, create_memory, full_context_budget
 from .metrics import compute_metrics
 from .tasks import PersonalizationTask, SubTask, agent_clock, load_tasks, sample_tasks_path, select
-from .tools import Environment, ToolError
+from .tools import Environment
 from .user import STOP_TOKEN, UserSimulator
 
 
@@ -117,6 +117,7 @@ class RunConfig:
         max_tokens (`int`, *optional*, defaults to `4096`): completion cap of OpenAI-compatible back ends.
         max_new_tokens / max_input_tokens (`int`): completion and prompt caps of in-process back ends.
         enable_thinking (`bool`, *optional*): sent as `chat_template_kwargs.enable_thinking` (vLLM); None: not sent.
+        thinking_roles (`list[str]`, *optional*, defaults to `["agent"]`): the roles `enable_thinking` is sent to.
         context_length (`int`, *optional*): the agent model's context window; caps the Full Context budget.
         seed (`int`, *optional*, defaults to `300`): sent to back ends that accept a seed (official default).
     """
@@ -147,6 +148,7 @@ class RunConfig:
     max_new_tokens: int = 256
     max_input_tokens: int = 4096
     enable_thinking: bool | None = None
+    thinking_roles: list[str] = field(default_factory=lambda: ["agent"])
     context_length: int | None = None
     seed: int = 300
 
@@ -183,11 +185,14 @@ def run_subtask(
     judge: SlidingWindowJudge,
     config: RunConfig,
     abort: threading.Event | None = None,
+    memory_errors: list[str] | None = None,
 ) -> dict:
     """One conversation plus its judgement; returns the result record (without user/trial keys).
 
     A back end that fails for good (see [`BackendError`]) ends the subtask as `backend_error` with its message;
-    `abort` set (Ctrl-C) raises [`Interrupted`] at the next step.
+    `abort` set (Ctrl-C) raises [`Interrupted`] at the next step. Every endpoint failure of the subtask (the memory
+    update before it, `memory_errors`, the agent, the user, the judge) is listed in the record's `backend_error`
+    (`"role: message"` strings).
     """
     start = time.perf_counter()
     env = Environment(subtask.environment, subtask.domains)
@@ -209,6 +214,7 @@ def run_subtask(
         user, subtask, persona=json.dumps(profile, ensure_ascii=False), user_id=task.user_id, version=task.version
     )
     agent_tokens, steps, errors, termination, failure = [0, 0], 0, 0, None, ""
+    backend_errors = list(memory_errors or [])
     next_role = "agent" if messages[-1]["role"] == "user" else "user"
 
     def check_abort():
@@ -247,7 +253,9 @@ def run_subtask(
                             content = memory.call_tool(call["name"], call["arguments"])
                         else:
                             content = env.call(call["name"], call["arguments"])
-                    except (ToolError, ValueError) as err:
+                    except Exception as err:  # noqa: BLE001
+                        # Official `Environment.get_response`: any exception of a tool call (bad arguments, a bug)
+                        # becomes that call's `Error: ...` observation; the conversation goes on.
                         content, failed = f"Error: {err}", True
                     errors += failed
                     messages.append(
@@ -268,6 +276,7 @@ def run_subtask(
                 termination = Termination.TOO_MANY_ERRORS
     except BackendError as err:
         termination, failure = Termination.BACKEND_ERROR, f"backend error: {err}"
+        backend_errors.append(f"{next_role}: {err}")
         logger.warning("subtask %s of user %s: %s", subtask.subtask_id, task.user_id, failure)
     record = {
         "subtask_id": subtask.subtask_id,
@@ -291,6 +300,9 @@ def run_subtask(
         check_abort()
         record.update(judge_record(judge, subtask, messages))
         judge_tokens = record.pop("_judge_tokens")
+        judge_error = record.pop("_judge_backend_error")
+        backend_errors += [judge_error] if judge_error else []
+    record["backend_error"] = backend_errors
     record["tokens"] = {
         "agent_prompt": agent_tokens[0],
         "agent_completion": agent_tokens[1],
@@ -317,6 +329,7 @@ def judge_record(judge: SlidingWindowJudge, subtask: SubTask, messages: list[dic
             "judge_failed": True,
             "failure_reason": f"judge backend error: {err}",
             "_judge_tokens": [0, 0],
+            "_judge_backend_error": f"judge: {err}",
         }
     return {
         "reward": verdict.reward,
@@ -327,6 +340,7 @@ def judge_record(judge: SlidingWindowJudge, subtask: SubTask, messages: list[dic
         "judge_failed": verdict.failed,
         "failure_reason": verdict.failure_reason,
         "_judge_tokens": [verdict.prompt_tokens, verdict.completion_tokens],
+        "_judge_backend_error": "",
     }
 
 
@@ -439,12 +453,24 @@ class Runner:
             memory.set_groundtruth(subtask.user_scenario.personalized_preference_memory)
             memory.set_current_location(task.user_id, subtask.subtask_id)
             if subtask.interactions:
-                memory.update(subtask.interactions, llm=self.agent)  # the agent's own LLM (official orchestrator)
+                try:
+                    memory.update(subtask.interactions, llm=self.agent)  # the agent's own LLM (official orchestrator)
+                except BackendError as err:  # a memory class without its own fallback keeps its previous state
+                    memory.update_errors.append(f"memory update: {err}")
+            memory_errors, memory.update_errors = memory.update_errors, []
             if (task.user_id, trial, subtask.subtask_id) in done:
                 continue
             try:
                 record = run_subtask(
-                    subtask, task, memory, self.agent, self.user, self.judge, self.config, abort=self._abort
+                    subtask,
+                    task,
+                    memory,
+                    self.agent,
+                    self.user,
+                    self.judge,
+                    self.config,
+                    abort=self._abort,
+                    memory_errors=memory_errors,
                 )
             except Interrupted:
                 return
@@ -469,6 +495,9 @@ class Runner:
                 continue
             verdict = judge_record(self.judge, subtask, r["messages"])
             tokens = verdict.pop("_judge_tokens")
+            judge_error = verdict.pop("_judge_backend_error")
+            kept = [e for e in r.get("backend_error", []) if not e.startswith("judge: ")]
+            r["backend_error"] = kept + ([judge_error] if judge_error else [])
             r.update(verdict, rejudged=r.get("rejudged", 0) + 1)
             r["tokens"].update(judge_prompt=tokens[0], judge_completion=tokens[1])
             changed = True
@@ -556,6 +585,7 @@ class Runner:
             "judge": self.config.judge,
             "num_records": len(records),
             "judge_failures": sum(1 for r in records if r.get("judge_failed")),
+            "backend_errors": sum(1 for r in records if r.get("backend_error")),
             "terminations": {t.value: sum(1 for r in records if r["termination"] == t.value) for t in Termination},
             "metrics": metrics,
             "usage_this_session": usage,

@@ -129,6 +129,8 @@ class BaseTools:
         """Run tool `name`; unknown names and bad arguments raise `ToolError` listing what is valid."""
         if name not in self.tools:
             raise ToolError(f"Unknown tool {name!r}; valid tools: {sorted(self.tools)}")
+        if not isinstance(arguments, dict):
+            raise ToolError(f"Tool {name} takes its arguments as a JSON object, got {json.dumps(arguments)}")
         method = self.tools[name]
         params = inspect.signature(method).parameters
         unknown = [k for k in arguments if k not in params]

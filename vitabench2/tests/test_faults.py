@@ -1,0 +1,105 @@
+"""Fault injection through a real local HTTP server speaking the OpenAI API: a memory-model call that fails, a tool
+call whose arguments are `null`, a 400 from the judge. The run completes, each affected subtask is recorded with its
+reason (`backend_error`, the tool's error observation), nothing else is lost, and a resume repeats no finished
+subtask."""
+
+import json
+
+from test_served import FakeServer, completion, happy, role_of
+
+from vitabench2.backends import OpenAIBackend
+from vitabench2.cli import main
+from vitabench2.runner import RunConfig, Runner, read_records
+
+
+def memory_call(body) -> bool:
+    return not body.get("tools") and "You maintain a user's preference memory" in body["messages"][-1]["content"]
+
+
+class Faults:
+    """The served model: the first memory update answers 500 (on every try); on "Get me a coffee" the agent calls a
+    tool with `null` arguments; the judge answers 400 on the hotel subtask."""
+
+    def __init__(self):
+        self.memory_calls = 0
+
+    def __call__(self, body):
+        text = json.dumps(body["messages"])
+        if memory_call(body):
+            self.memory_calls += 1
+            if self.memory_calls <= 2:  # both tries (max_retries=1) of the first update
+                return 500, {"error": {"message": "memory model is down"}}
+            return 200, completion("The user likes spicy food.")
+        if role_of(body) == "judge" and "Book me a hotel in Shanghai" in text:
+            return 400, {"error": {"message": "Unsupported parameter: 'seed'"}}
+        if role_of(body) == "agent" and "Get me a coffee" in text and body["messages"][-1]["role"] == "user":
+            call = {"id": "call_null", "type": "function", "function": {"name": "get_nearby", "arguments": "null"}}
+            return 200, completion("", [call])
+        return happy(body)
+
+
+def test_faults_are_recorded_per_subtask_and_the_run_completes(tmp_path):
+    server = FakeServer(Faults())
+    try:
+        b = OpenAIBackend("fake-model", server.url, retry_wait_s=0.01, max_retries=1)
+        config = RunConfig(
+            output=str(tmp_path / "run"),
+            agent="openai",
+            user="openai",
+            judge="openai",
+            memory_type="rewrite",
+            max_concurrency=1,
+        )
+        summary = Runner(config, b, b, b).run()
+        records = {r["subtask_id"]: r for r in read_records(tmp_path / "run" / "results.jsonl")}
+        assert len(records) == 5  # nothing lost
+
+        # the failed memory update: recorded on the subtask it preceded, which still ran on the fallback memory
+        first = records["U_SAMPLE_01_T1"]
+        assert first["termination"] == "agent_stop" and first["reward"] == 1.0
+        assert len(first["backend_error"]) == 1 and "memory update" in first["backend_error"][0]
+        assert "memory model is down" in first["backend_error"][0]
+        assert first["memory_read"].startswith("User preference observations:")  # official append fallback
+
+        # the null-argument tool call: that call's error observation, the conversation went on
+        coffee = records["U_SAMPLE_02_T1"]
+        (tool_msg,) = [m for m in coffee["messages"] if m["role"] == "tool"]
+        assert tool_msg["error"] and tool_msg["content"].startswith("Error: ") and "JSON object" in tool_msg["content"]
+        assert coffee["termination"] == "agent_stop" and coffee["backend_error"] == []
+
+        # the judge's 400: a judge failure with its reason and a backend_error entry
+        hotel = records["U_SAMPLE_01_T3"]
+        assert hotel["judge_failed"] and "HTTP 400" in hotel["failure_reason"] and hotel["reward"] == 0.0
+        assert hotel["backend_error"] and hotel["backend_error"][0].startswith("judge: ")
+
+        # everything else is clean
+        for sid in ("U_SAMPLE_01_T2", "U_SAMPLE_02_T2"):
+            assert records[sid]["backend_error"] == [] and not records[sid]["judge_failed"]
+        assert summary["backend_errors"] == 2 and summary["judge_failures"] == 1
+
+        # resume: no finished subtask runs again; only the failed judgement is asked again
+        server.reply.memory_calls = 10  # the memory model is up now
+        before = len(server.requests)
+        Runner(config, b, b, b).run()
+        again = server.requests[before:]
+        assert again and all(role_of(r["body"]) == "judge" for r in again)
+        assert all("Book me a hotel in Shanghai" in json.dumps(r["body"]["messages"]) for r in again)
+        assert len(read_records(tmp_path / "run" / "results.jsonl")) == 5
+    finally:
+        server.close()
+
+
+def test_thinking_goes_to_the_agent_only_by_default(tmp_path):
+    server = FakeServer(happy)
+    try:
+        spec = f"openai:fake-model@{server.url}"
+        argv = ["run", "--agent", spec, "--users", "U_SAMPLE_02", "--thinking", "off", "--context-length", "32768"]
+        main([*argv, "--output", str(tmp_path / "run")])
+        sent = {(role_of(r["body"]), "chat_template_kwargs" in r["body"]) for r in server.requests}
+        assert sent == {("agent", True), ("judge", False)}  # the sample's user turns here are verbatim
+        server.requests.clear()
+        main([*argv, "--output", str(tmp_path / "run2"), "--thinking-roles", "agent,judge"])
+        sent = {(role_of(r["body"]), "chat_template_kwargs" in r["body"]) for r in server.requests}
+        assert sent == {("agent", True), ("judge", True)}
+    finally:
+        server.close()
