@@ -34,10 +34,15 @@ def test_tool_inventory_and_schemas():
     )  # commented out in the official 2.0 toolkit: leaks ground truth
     env = Environment({"user_id": "U"}, ["delivery", "instore", "ota"])
     schemas = {s["function"]["name"]: s["function"] for s in env.tool_schemas()}
-    assert schemas["create_delivery_order"]["parameters"]["properties"]["product_ids"] == {
-        "type": "array",
-        "items": {"type": "string"},
-    }
+    product_ids = schemas["create_delivery_order"]["parameters"]["properties"]["product_ids"]
+    assert product_ids["type"] == "array" and product_ids["items"] == {"type": "string"}
+    # the official schema information: description, preconditions, postconditions, returns, every argument
+    for name, schema in schemas.items():
+        description = schema["description"]
+        assert "\nPreconditions: " in description and "\nPostconditions: " in description, name
+        assert "\nReturns: " in description, name
+        assert all(p["description"] for p in schema["parameters"]["properties"].values()), name
+    assert "dietary restrictions" in schemas["create_delivery_order"]["description"]
     assert "note" not in schemas["create_delivery_order"]["parameters"]["required"]
     assert {"create_delivery_order", "pay_train_order", "instore_reservation", "cancel_taxi_order"} <= WRITE_TOOLS
     assert "weather" not in WRITE_TOOLS

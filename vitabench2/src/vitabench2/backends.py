@@ -67,12 +67,13 @@ def parse_tool_calls(text: str) -> tuple[str, list[dict]]:
 
 
 def render_tools_text(tools: list[dict]) -> str:
-    """Compact tool list + calling convention for models without native function calling."""
+    """Compact tool list + calling convention for models without native function calling (each tool's first
+    description line; the preconditions, postconditions and argument docs go to native function calling only)."""
     lines = ["# Tools", 'To call a tool, reply with <tool_call>{"name": "TOOL", "arguments": {...}}</tool_call>.']
     for t in tools:
         f = t["function"]
         args = ", ".join(f"{k}: {v.get('type', 'any')}" for k, v in f["parameters"]["properties"].items())
-        lines.append(f"- {f['name']}({args}): {f['description']}")
+        lines.append(f"- {f['name']}({args}): {f['description'].splitlines()[0]}")
     return "\n".join(lines)
 
 

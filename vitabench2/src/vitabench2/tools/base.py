@@ -17,6 +17,7 @@ from rapidfuzz import fuzz, process
 from rapidfuzz.utils import default_process
 
 from .calendar import holiday_date, statutory_holiday
+from .docs import argument_doc, tool_description
 from .models import CONTAINER_MODELS, declared_state, render, render_order, render_weather
 
 
@@ -299,20 +300,20 @@ def _json_type(annotation) -> dict:
 
 
 def tool_schema(method) -> dict:
-    """OpenAI function schema from a tool's signature and the first line of its docstring."""
+    """OpenAI function schema from a tool's signature and its documentation in `docs.TOOL_DOCS` (description,
+    preconditions, postconditions, returns, one line per argument: the official schema's information)."""
     params, required = {}, []
     for name, p in inspect.signature(method).parameters.items():
         if name == "self":
             continue
-        params[name] = _json_type(p.annotation)
+        params[name] = {**_json_type(p.annotation), "description": argument_doc(method.__name__, name)}
         if p.default is inspect.Parameter.empty:
             required.append(name)
-    doc = (method.__doc__ or "").strip().splitlines()[0]
     return {
         "type": "function",
         "function": {
             "name": method.__name__,
-            "description": doc,
+            "description": tool_description(method.__name__),
             "parameters": {"type": "object", "properties": params, "required": required},
         },
     }
