@@ -110,6 +110,12 @@ def add_run_arguments(run: argparse.ArgumentParser) -> None:
     t.add_argument("--subtasks", default=None, help="comma-separated subtask ids")
     t.add_argument("--num-users", type=int, default=None)
     o = run.add_argument_group("orchestration and judging")
+    o.add_argument(
+        "--holidays",
+        choices=["official", "computed"],
+        default="official",
+        help="get_holiday_date table: official (2023-2025 only, as the reference) or computed (any year; a deviation)",
+    )
     o.add_argument("--max-steps", type=int, default=300, help="user, agent and tool-result steps (official 300)")
     o.add_argument(
         "--max-errors",
@@ -223,6 +229,7 @@ def cmd_run(args, argv: list[str]) -> None:
         max_input_tokens=args.max_input_tokens,
         enable_thinking=thinking,
         thinking_roles=thinking_roles,
+        holidays=args.holidays,
         context_length=context_length,
         seed=args.seed,
     )

@@ -118,6 +118,8 @@ class RunConfig:
         max_new_tokens / max_input_tokens (`int`): completion and prompt caps of in-process back ends.
         enable_thinking (`bool`, *optional*): sent as `chat_template_kwargs.enable_thinking` (vLLM); None: not sent.
         thinking_roles (`list[str]`, *optional*, defaults to `["agent"]`): the roles `enable_thinking` is sent to.
+        holidays (`str`, *optional*, defaults to `"official"`): `get_holiday_date`'s table (`official`: 2023-2025;
+            `computed`: any year).
         context_length (`int`, *optional*): the agent model's context window; caps the Full Context budget.
         seed (`int`, *optional*, defaults to `300`): sent to back ends that accept a seed (official default).
     """
@@ -149,6 +151,7 @@ class RunConfig:
     max_input_tokens: int = 4096
     enable_thinking: bool | None = None
     thinking_roles: list[str] = field(default_factory=lambda: ["agent"])
+    holidays: str = "official"
     context_length: int | None = None
     seed: int = 300
 
@@ -195,7 +198,7 @@ def run_subtask(
     (`"role: message"` strings).
     """
     start = time.perf_counter()
-    env = Environment(subtask.environment, subtask.domains)
+    env = Environment(subtask.environment, subtask.domains, holidays=config.holidays)
     profile = task.user_profile or subtask.user_scenario.user_profile
     # 1.0 tasks run as the official 1.0 harness does: no memory in the prompt, no memory tools.
     memory_text = memory.read(query=subtask.instruction or None) if task.version == "2.0" else ""

@@ -20,13 +20,14 @@ class Environment(DeliveryTools, InStoreTools, OTATools):
     Args:
         environment (`dict`): the subtask's `environment` (deep-copied; the task is never mutated).
         domains (`list[str]`): which domain toolkits to expose (`delivery`, `instore`, `ota`); general tools always.
+        holidays (`str`, *optional*, defaults to `"official"`): see [`BaseTools`].
     """
 
-    def __init__(self, environment: dict, domains: list[str]):
+    def __init__(self, environment: dict, domains: list[str], holidays: str = "official"):
         for d in domains:
             if d not in DOMAIN_TOOLS:
                 raise ValueError(f"Unknown domain {d!r}; valid: {sorted(DOMAIN_TOOLS)}")
-        super().__init__(environment)
+        super().__init__(environment, holidays)
         self.domains = list(domains)
         names = list(GENERAL_TOOLS)
         for d in domains:

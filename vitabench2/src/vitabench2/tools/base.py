@@ -16,7 +16,7 @@ from datetime import datetime
 from rapidfuzz import fuzz, process
 from rapidfuzz.utils import default_process
 
-from .calendar import holiday_date, statutory_holiday
+from .calendar import HOLIDAY_MODES, OFFICIAL_HOLIDAYS, holiday_date, statutory_holiday
 from .docs import argument_doc, tool_description
 from .models import CONTAINER_MODELS, declared_state, render, render_order, render_weather
 
@@ -104,6 +104,8 @@ class BaseTools:
 
     Args:
         environment (`dict`): the subtask's `environment` (deep-copied; the task is never mutated).
+        holidays (`str`, *optional*, defaults to `"official"`): `get_holiday_date`'s table: the official one
+            (2023-2025) or `"computed"` (any year, see `calendar.py`).
     """
 
     GENERAL_TOOLS = (
@@ -116,7 +118,10 @@ class BaseTools:
         "get_nearby",
     )
 
-    def __init__(self, environment: dict):
+    def __init__(self, environment: dict, holidays: str = "official"):
+        if holidays not in HOLIDAY_MODES:
+            raise ValueError(f"Unknown holidays mode {holidays!r}; valid: {list(HOLIDAY_MODES)}")
+        self.holidays = holidays
         self.state = copy.deepcopy(declared_state(environment))
         for key in ("orders", "reservations", "books"):
             if not isinstance(self.state.get(key), dict):
@@ -245,14 +250,12 @@ class BaseTools:
         return name if name is not None else f"Date {date} is not a holiday"
 
     def get_holiday_date(self, year: str, holiday_name: str) -> str:
-        """Date of a holiday or festival in a year."""
-        try:
-            found = holiday_date(int(year), holiday_name)
-        except ValueError:
-            raise ToolError(f"year {year!r} must be a four-digit year") from None
-        if found is None:
-            raise ToolError(f"Holiday named {holiday_name!r} not found in year {year}")
-        return found
+        """Date of a holiday or festival in a year (official answers, not errors, for unknown years and names)."""
+        known = str(year).isdigit() and (self.holidays == "computed" or int(year) in OFFICIAL_HOLIDAYS)
+        if not known:
+            return f"Holiday data for year {year} not found"
+        found = holiday_date(int(year), holiday_name, self.holidays)
+        return found if found is not None else f"Holiday named '{holiday_name}' not found in year {year}"
 
     def get_user_all_orders(self) -> str:
         """All orders of the current user."""

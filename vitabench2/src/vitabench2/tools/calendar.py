@@ -4,12 +4,13 @@ Official behaviour (meituan-longcat/VitaBench-2.0 @ f60169e89f30499cb7883f3dad76
 `src/vita/environment/toolkit.py`, `get_date_holiday_info` / `get_holiday_date`):
 - `get_date_holiday_info(date)` returns the statutory holiday name from `holidays.China` for that date, or a
   "not a holiday" sentence;
-- `get_holiday_date(year, name)` looks the name up by fuzzy partial-ratio (>= 80) in a per-year table of festivals
-  (statutory days, lunar festivals, Mother's/Father's Day, Valentine's Day, solar terms, ...) and returns the date.
-The official table covers only the festivals a few tasks needed, for 2023-2025. Here the same festival names are
-computed for any year: statutory dates from `holidays.China`, lunar festivals from the `holidays` lunisolar anchors
-plus new moons (Meeus, "Astronomical Algorithms", ch. 49), the rest by their fixed rules. English and Chinese names
-are both accepted whatever the language.
+- `get_holiday_date(year, name)` looks the name up by fuzzy partial-ratio (>= 80) in a per-year table of the
+  festivals a few tasks needed, for 2023-2025 only (`OFFICIAL_HOLIDAYS`); another year answers "Holiday data for year
+  X not found", an unknown name "Holiday named 'N' not found in year X" (answers, not errors).
+That is the default (`holidays="official"`). `holidays="computed"` (a documented deviation) computes the same
+festival names for any year instead: statutory dates from `holidays.China`, lunar festivals from the `holidays`
+lunisolar anchors plus new moons (Meeus, "Astronomical Algorithms", ch. 49), the rest by their fixed rules. The
+official tool reads the table of the run's language; both modes here accept English and Chinese names.
 """
 
 import functools
@@ -163,10 +164,38 @@ CHINESE_NAMES = {
 }
 
 
-def holiday_date(year: int, holiday_name: str) -> str | None:
-    """Date (YYYY-MM-DD) of a festival by fuzzy name (partial ratio >= 80, as the official tool); None if unknown."""
-    table = festival_dates(int(year))
-    names = list(table) + list(CHINESE_NAMES)
+# The official table (English names; its Chinese table holds the same festivals under `CHINESE_NAMES`).
+OFFICIAL_HOLIDAYS = {
+    2025: {
+        "New Year's Day": "2025-01-01", "Start of Autumn": "2025-08-07", "Women's Day": "2025-03-08",
+        "Laba Festival": "2025-01-07", "Dragon Head Festival": "2025-03-01", "Party Founding Day": "2025-07-01",
+        "Qingming Festival": "2025-04-04", "Double Ninth Festival": "2025-10-29", "Dragon Boat Festival": "2025-05-31",
+        "Mother's Day": "2025-05-11", "Lantern Festival": "2025-02-15", "Labor Day": "2025-05-01",
+        "Qixi Festival": "2025-08-29", "Winter Solstice": "2025-12-21", "Christmas Day": "2025-12-25",
+        "National Day": "2025-10-01", "Mid-Autumn Festival": "2025-10-06",
+    },
+    2024: {
+        "Double Ninth Festival": "2024-10-11", "Qixi Festival": "2024-08-10", "Valentine's Day": "2024-02-14",
+        "Qingming Festival": "2024-04-04", "Dragon Boat Festival": "2024-06-10", "Lantern Festival": "2024-02-24",
+        "Mid-Autumn Festival": "2024-09-17",
+    },
+    2023: {
+        "National Day": "2023-10-01", "Dragon Boat Festival": "2023-06-22", "Mid-Autumn Festival": "2023-09-29",
+        "Qingming Festival": "2023-04-05", "Double Ninth Festival": "2023-10-23", "Father's Day": "2023-06-18",
+    },
+}  # fmt: skip
+HOLIDAY_MODES = ("official", "computed")
+
+
+def holiday_date(year: int, holiday_name: str, mode: str = "official") -> str | None:
+    """Date (YYYY-MM-DD) of a festival by fuzzy name (partial ratio >= 80, as the official tool); None if unknown.
+    `mode="official"` reads `OFFICIAL_HOLIDAYS` (callers check the year first), `"computed"` any year."""
+    if mode == "official":
+        table = {name: date.fromisoformat(day) for name, day in OFFICIAL_HOLIDAYS[int(year)].items()}
+    else:
+        table = festival_dates(int(year))
+    chinese = [zh for zh, en in CHINESE_NAMES.items() if en in table]
+    names = list(table) + chinese
     match = process.extractOne(holiday_name, names, scorer=fuzz.partial_ratio, processor=default_process)
     if match is None or match[1] < 80:
         return None
