@@ -45,7 +45,8 @@ def test_paper_defaults_pinned():
     assert args.learning_rate == 1e-6 and args.lr_scheduler_type == "constant"
     assert args.beta == 0.0  # use_kl_loss=False
     assert args.epsilon == 0.2 and args.epsilon_high == 0.2 and args.delta == 3.0
-    assert args.loss_type == "bnpo" and args.entropy_coef == 0.001
+    assert args.entropy_coef == 0.001  # the loss is losses.step_loss (token-mean over the step), loss_type unread
+    assert args.num_rollouts == 150  # total_epochs=150
     assert args.num_generations == 8 and args.num_iterations == 1
     assert args.max_completion_length == 1024 and args.temperature == 1.0
     assert args.chat_template_kwargs == {"enable_thinking": False}
@@ -59,6 +60,21 @@ def test_paper_turn_caps():
     caps = {n: load(f"{n}_qwen3-4b_paper", ["trainer.use_cpu=true"])["env"].max_turns
             for n in ("alfworld", "webshop", "scienceworld")}  # fmt: skip
     assert caps == {"alfworld": 10, "webshop": 12, "scienceworld": 30}
+
+
+@pytest.mark.parametrize("env,gpus", [("alfworld", 8), ("scienceworld", 8), ("webshop", 4)])
+def test_paper_batch_sizes_match_the_official_scripts(env, gpus):
+    """16 groups x N 8 = 128 trials per rollout; ppo_mini_batch_size 128 rows in micro-batches of 4 per GPU; 150
+    rollouts (examples/skillrise_*/skillrise_*_qwen3_4b.sh, trainer.n_gpus_per_node: 8, 8, 4)."""
+    t = load(f"{env}_qwen3-4b_paper", ["trainer.use_cpu=true"])["trainer"]
+    assert gpus * t.per_device_train_batch_size * t.steps_per_generation == 128
+    assert t.micro_batch_rows == 4 and gpus * t.gradient_accumulation_steps * t.micro_batch_rows == 128
+    assert t.num_rollouts == 150 and t.max_steps == -1  # derived by the trainer from num_rollouts
+
+
+def test_max_steps_is_rejected_for_num_rollouts():
+    with pytest.raises(ConfigError, match="num_rollouts"):
+        load("smoke", ["trainer.max_steps=10"])
 
 
 def test_bad_keys_and_values_name_the_valid_ones():

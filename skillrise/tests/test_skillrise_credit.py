@@ -1,9 +1,11 @@
-"""`skillrise.credit` against hand-computed values: trial returns, penalties, de-duplicated mean-centred advantages."""
+"""`skillrise.credit` against hand-computed values: trial returns, de-duplicated mean-centred advantages; and the shared
+penalty and GRPO row advantages SkillRise uses (0.5 penalty, the GRPO baseline)."""
 
 import pytest
 import torch
 
-from skillrise.credit import grpo_row_advantages, mean_centered_advantages, row_rewards, trial_returns
+from agentrl_shared.trainer import grpo_row_advantages, row_rewards
+from skillrise.credit import mean_centered_advantages, trial_returns
 
 
 def test_trial_returns_k3_by_hand():

@@ -72,7 +72,7 @@ def runner(tok, pool, carry_mode="skill"):
 def test_trial_documents_roles_positions_and_returns(tok):
     policy = ScriptedPolicy(tok)
     with EnvPool(lambda: make_env("textrooms"), num_slots=2, num_workers=0) as pool:
-        trials = runner(tok, pool).run([kitchen_group(), kitchen_group()], [7, 7], [0, 0], policy)
+        trials = runner(tok, pool).run([kitchen_group(), kitchen_group()], [7, 7], [0, 0], policy, K=3)
     t = trials[0]
     # documents shown to the solve prompts: empty, then doc-A, then doc-A again (the failed curate kept it)
     assert t.documents == ["", "doc-A", "doc-A"]
@@ -96,7 +96,7 @@ def test_trial_documents_roles_positions_and_returns(tok):
 def test_no_carry_has_no_curate_rows_and_empty_documents(tok):
     policy = ScriptedPolicy(tok)
     with EnvPool(lambda: make_env("textrooms"), num_slots=1, num_workers=0) as pool:
-        (t,) = runner(tok, pool, carry_mode="none").run([kitchen_group()], [0], [0], policy)
+        (t,) = runner(tok, pool, carry_mode="none").run([kitchen_group()], [0], [0], policy, K=3)
     assert t.carry_rows == {} and t.documents == ["", "", ""]
     assert not any("SKILL DOCUMENT" in p for p in policy.prompts)
     assert [t.won(p) for p in range(3)] == [False, False, False]
@@ -106,7 +106,7 @@ def test_repeat_mode_skips_won_trials_and_reports_cumulative_pass(tok):
     policy = ScriptedPolicy(tok)
     task = kitchen_group(1)[0]
     with EnvPool(lambda: make_env("textrooms"), num_slots=1, num_workers=0) as pool:
-        (t,) = runner(tok, pool).run([[task] * 3], [0], [0], policy, skip_won=True)
+        (t,) = runner(tok, pool).run([[task] * 3], [0], [0], policy, K=3, skip_won=True)
     # attempt 1 fails (empty document), attempt 2 wins with doc-A, attempt 3 is skipped
     assert [ep is not None for ep in t.episodes] == [True, True, False]
     summary = summarize_trials([trial_record(t)], "repeat", [0])
@@ -150,7 +150,7 @@ def test_scienceworld_trial_with_gold_policy(tok):
 
     with EnvPool(lambda: engine, num_slots=1, num_workers=0) as pool:
         r = TrialRunner(pool, ScienceWorldPrompt(), tok, "scienceworld", max_turns=30, max_prompt_length=100_000)
-        (t,) = r.run([[task, task]], [0], [0], gold_policy, skip_won=True)
+        (t,) = r.run([[task, task]], [0], [0], gold_policy, K=2, skip_won=True)
     assert t.won(0) and t.episodes[1] is None
     assert t.documents == ["", "Look around, then focus on a living thing."]
     assert t.carry_rows[0].is_action_valid

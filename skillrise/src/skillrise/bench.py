@@ -27,7 +27,7 @@ def cost_per_token(overrides: list[str], steps: int = 6) -> tuple[float, float, 
     from .cli import load, train
 
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = load("smoke", [f"trainer.max_steps={steps}", f"trainer.output_dir={tmp}", *overrides])
+        cfg = load("smoke", [f"trainer.num_rollouts={steps}", f"trainer.output_dir={tmp}", *overrides])
         payload = train(cfg, "bench")
     logs = [h for h in payload["log_history"] if "step_time" in h][1:]
     times = [h["step_time"] for h in logs]
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> None:
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m skillrise.bench", description=__doc__)
-    parser.add_argument("--steps", type=int, default=6, help="optimizer steps per run (the first is dropped)")
+    parser.add_argument("--steps", type=int, default=6, help="rollouts per run (the first is dropped)")
     steps = parser.parse_args(argv).steps
     g_time, g_tokens, g_cost = cost_per_token(GRPO, steps)
     s_time, s_tokens, s_cost = cost_per_token([], steps)

@@ -26,9 +26,12 @@ from agentrl_shared.cli import (
     resume_args,
     run_command,
     run_folder,
+    run_training,
     seeds_arg,
     set_model_init_kwargs,
     setup_logging,
+    training_payload,
+    warn_launch_size,
 )
 from agentrl_shared.offline import set_offline_env
 
@@ -80,7 +83,7 @@ def headline(cfg: dict) -> str:
     t = cfg["trainer"]
     return (f"env={cfg['env'].name} model={cfg['model'].name_or_path} lr={t.learning_rate} K={t.group_size_k} "
             f"carry={t.carry_mode} adv={t.advantage_mode} gamma={t.traj_gamma} N={t.num_generations} "
-            f"max_steps={t.max_steps}")  # fmt: skip
+            f"num_rollouts={t.num_rollouts}")  # fmt: skip
 
 
 def _tasks(env, split: str) -> list[dict]:
@@ -145,16 +148,15 @@ def eval_headline(summary: dict) -> str:
 
 
 def train(cfg: dict, method: str = "run", output: Path = Path("runs/skillrise")) -> dict:
-    """Train one configuration, then evaluate it on the fixed panels; returns the results payload."""
-    import torch
-    from datasets import Dataset
-    from transformers import AutoTokenizer, TrainerCallback
+    """Train one configuration, then evaluate it on the fixed panels (`agentrl_shared.cli.run_training`); returns the
+    results payload (on every rank; files are written by the main process)."""
+    from transformers import AutoTokenizer
 
     from agentrl_shared.evaluation import write_results
     from agentrl_shared.models import model_path
 
     from .trainer import SkillRiseTrainer
-    from .trial import summarize_trials, trial_record
+    from .trial import summarize_trials
 
     args, env, model_cfg = cfg["trainer"], cfg["env"], cfg["model"]
     out = run_folder(args, output, run_name(cfg, method))
@@ -163,60 +165,27 @@ def train(cfg: dict, method: str = "run", output: Path = Path("runs/skillrise"))
     path = model_path(model_cfg.name_or_path)
     set_model_init_kwargs(args, model_cfg)
     tok = AutoTokenizer.from_pretrained(path, padding_side="left")
-    groups = train_groups(cfg)
-    dataset = Dataset.from_list([{"prompt": g[0]["family"], "group_json": json.dumps(g)} for g in groups])
     panel, seeds = panels(cfg), eval_seeds(cfg)
     carry = env.eval_carry_mode or args.carry_mode
-    curve: list[dict] = []
-    curve_path = out / "eval_curve.jsonl"
 
-    def evaluate(trainer, step: int) -> dict:
-        summary = {}
-        for mode, groups_ in panel.items():
-            trials = trainer.evaluate_trials(groups_, seeds, env.eval_temperature, carry, skip_won=mode == "repeat")
-            summary[mode] = summarize_trials([trial_record(t) for t in trials], mode, seeds)
-        point = {"step": step, "rollouts": trainer.rollouts_done, **summary}
-        if trainer.accelerator.is_main_process:
-            curve.append(point)
-            append_jsonl(curve_path, point)
-            logger.info(f"eval after {trainer.rollouts_done} rollouts: {eval_headline(summary)}")
-        return summary
+    def evaluate(trainer) -> dict:
+        return {
+            mode: summarize_trials(
+                trainer.evaluate_trials(groups, seeds, env.eval_temperature, carry, skip_won=mode == "repeat"),
+                mode,
+                seeds,
+            )
+            for mode, groups in panel.items()
+        }
 
-    class PanelEval(TrainerCallback):
-        """Evaluate every `env.eval_every` rollouts on the panels (verl `trainer.test_freq`)."""
-
-        def on_step_end(self, targs, state, control, **kwargs):
-            per_rollout = args.steps_per_generation // args.gradient_accumulation_steps
-            if env.eval_every and state.global_step % (env.eval_every * per_rollout) == 0:
-                evaluate(trainer, state.global_step)
-
-    trainer = SkillRiseTrainer(path, args, env, dataset, processing_class=tok, callbacks=[PanelEval()])
-    if trainer.accelerator.is_main_process and curve_path.exists():
-        curve_path.unlink()
-    t0 = time.perf_counter()
-    if env.eval_every:
-        evaluate(trainer, 0)
-    trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
-    train_s = time.perf_counter() - t0
+    trainer = SkillRiseTrainer(path, args, env, train_groups(cfg), processing_class=tok)
+    warn_launch_size(cfg, trainer)
+    run = run_training(trainer, evaluate, eval_headline, out, eval_every=env.eval_every,
+                       eval_before_train=env.eval_before_train,
+                       resume_from_checkpoint=args.resume_from_checkpoint)  # fmt: skip
     trainer.save_model(str(out / "final"))  # weights stay under the run's folder
-    final = curve[-1] if curve and curve[-1]["step"] == trainer.state.global_step else None
-    summary = final if final is not None else evaluate(trainer, trainer.state.global_step)
     trainer.pool.close()
-    payload = {
-        "method": method,
-        "env": env.name,
-        "model": model_cfg.name_or_path,
-        "seed": args.seed,
-        "eval_seeds": seeds,
-        "train_seconds": train_s,
-        "steps": trainer.state.global_step,
-        "rollouts": trainer.rollouts_done,
-        "final": {k: v for k, v in summary.items() if k not in ("step", "rollouts")},
-        "curve": curve,
-        "log_history": trainer.state.log_history,
-        "config": resolved,
-        "torch_threads": torch.get_num_threads(),
-    }
+    payload = training_payload(trainer, cfg, resolved, method, seeds, run)
     if trainer.accelerator.is_main_process:
         write_results(out / "results.json", payload)
     return payload
@@ -270,7 +239,7 @@ def evaluate_model(cfg: dict, method: str = "eval", output: Path = Path("runs/sk
             for start in range(0, len(todo), slots):
                 chunk = todo[start : start + slots]
                 trials = runner.run([g for g, _ in chunk], list(range(len(chunk))), [s for _, s in chunk], generate,
-                                    skip_won=mode == "repeat")  # fmt: skip
+                                    K=len(groups[0]), skip_won=mode == "repeat")  # fmt: skip
                 for t in trials:
                     rec = trial_record(t)
                     done[(tuple(rec["task_ids"]), rec["seed"])] = rec

@@ -37,10 +37,16 @@ class SkillRiseConfig(GRPOConfig):
             `invalid_action_penalty_coef=0.5`), solve rows without `<action>` and curate rows without `<skill>`.
         skill_max_chars (`int`, *optional*, defaults to `4000`): cap of the parsed skill document (official
             curate projection `[:4000]`).
-        micro_batch_rows (`int`, *optional*, defaults to `4`): rows per forward (official
-            `ppo_micro_batch_size_per_gpu=4`); a rollout is fitted to `steps_per_generation * micro_batch_rows` rows.
-        row_padding (`str`, *optional*, defaults to `"zero"`): `zero` (padding rows carry no loss) or `duplicate`
-            (verl-agent `adjust_batch`).
+        micro_batch_rows (`int`, *optional*, defaults to `4`): rows per forward/backward (official
+            `ppo_micro_batch_size_per_gpu=4`). An optimizer step takes `gradient_accumulation_steps` micro-batches per
+            rank, i.e. a mini-batch of `world * gradient_accumulation_steps * micro_batch_rows` rows (official
+            `ppo_mini_batch_size=128`), and a rollout makes ceil(rows / mini-batch) optimizer steps: every row once.
+        num_rollouts (`int`, *optional*, defaults to `150`): training length in rollouts (official
+            `trainer.total_epochs=150`, one rollout per epoch); the learning-rate schedule counts rollouts too.
+            `max_steps` is derived from it and must not be set.
+
+    `per_device_train_batch_size * steps_per_generation` is the number of trials a rank plays per rollout; it must be
+    a multiple of `num_generations`. The loss is `losses.step_loss` (TRL's `loss_type` is not read).
     """
 
     group_size_k: int = field(default=3, metadata={"help": "K tasks per trial. Official: *_K3 groups."})
@@ -53,7 +59,7 @@ class SkillRiseConfig(GRPOConfig):
     )
     skill_max_chars: int = field(default=4000, metadata={"help": "Official curate projection cap: 4000."})
     micro_batch_rows: int = field(default=4, metadata={"help": "Official ppo_micro_batch_size_per_gpu=4."})
-    row_padding: str = field(default="zero", metadata={"help": "zero (no loss) or duplicate (verl-agent)."})
+    num_rollouts: int = field(default=150, metadata={"help": "Rollouts to train. Official: total_epochs=150."})
 
     # --- re-defaulted GRPOConfig fields (official scripts and verl defaults) ---
     learning_rate: float = field(default=1e-6, metadata={"help": "actor.optim.lr=1e-6, constant."})
@@ -64,7 +70,6 @@ class SkillRiseConfig(GRPOConfig):
     epsilon: float = field(default=0.2, metadata={"help": "clip_ratio_low=0.2."})
     epsilon_high: float = field(default=0.2, metadata={"help": "clip_ratio_high=0.2."})
     delta: float | None = field(default=3.0, metadata={"help": "verl dual clip clip_ratio_c=3.0."})
-    loss_type: str = field(default="bnpo", metadata={"help": "verl loss_agg_mode=token-mean per micro-batch."})
     entropy_coef: float = field(default=0.001, metadata={"help": "verl actor.entropy_coeff=0.001."})
     num_generations: int | None = field(default=8, metadata={"help": "N = 8 trials per group (env.rollout.n=8)."})
     max_completion_length: int | None = field(default=1024, metadata={"help": "data.max_response_length=1024."})
@@ -82,11 +87,20 @@ class SkillRiseConfig(GRPOConfig):
     report_to: str | list[str] | None = field(default="none", metadata={"help": "W&B etc. are opt-in."})
 
     def __post_init__(self):
+        if self.max_steps > 0:
+            raise ValueError(
+                f"max_steps={self.max_steps} is set, but SkillRise counts training in rollouts (a rollout makes a "
+                "variable number of optimizer steps); set trainer.num_rollouts instead (paper: 150)."
+            )
         super().__post_init__()
         if self.carry_mode not in CARRY_MODES:
             raise ValueError(f"Unknown carry_mode {self.carry_mode!r}; valid: {', '.join(CARRY_MODES)}.")
         if self.advantage_mode not in ADVANTAGE_MODES:
             raise ValueError(f"Unknown advantage_mode {self.advantage_mode!r}; valid: {', '.join(ADVANTAGE_MODES)}.")
+        if self.beta != 0.0:
+            raise ValueError(
+                f"beta={self.beta}, but the SkillRise loss has no KL term (official use_kl_loss=False); set beta=0."
+            )
 
 
 ENV_NAMES = ("scienceworld", "alfworld", "webshop", "textrooms")
@@ -121,6 +135,7 @@ class EnvConfig:
         eval_temperature (`float`): official `val_kwargs.temperature=0.7`, sampled.
         eval_seeds (`list[int]`): evaluation seeds.
         eval_every (`int`): evaluate every this many rollouts (`trainer.test_freq=5`); 0 = off.
+        eval_before_train (`bool`): also evaluate before the first rollout (verl `trainer.val_before_train=True`).
         seed_offset_eval (`int`): validation seeds are offset like verl-agent's `seed + 1000`.
     """
 
@@ -145,6 +160,7 @@ class EnvConfig:
     eval_temperature: float = 0.7
     eval_seeds: list[int] = field(default_factory=lambda: [0])
     eval_every: int = 5
+    eval_before_train: bool = True
     seed_offset_eval: int = 1000
 
     def __post_init__(self):

@@ -2,10 +2,10 @@
 
 - `trial_returns`: solve returns r_p and curate returns sum_{j>p} gamma^(j-p) r_j (official
   `agent_system/multi_turn_rollout/skillrise_rollout_loop.py::skillrise_credit_assignment`).
-- `row_rewards`: a row's return minus the invalid-format penalty (verl-agent `apply_invalid_action_penalty`).
 - `mean_centered_advantages`: A = R - mean over the distinct trials of the row's (group, position, role) key
   (official `verl/trainer/ppo/core_gigpo.py::compute_skillrise_outcome_advantage`, mode `mean_norm`).
-- `grpo_row_advantages`: the GRPO baseline's verl-agent advantage over rows (word for word as in `sdar/losses.py`).
+The invalid-format penalty (verl-agent `apply_invalid_action_penalty`) and the GRPO baseline's row advantages are the
+shared `agentrl_shared.trainer.row_rewards` / `grpo_row_advantages`.
 Official code cited as imported by lyq1119/SkillRise-reproduction-and-refinement@79bbd91 (upstream Within-yao/SkillRise).
 """
 
@@ -34,18 +34,6 @@ def trial_returns(outcomes: Sequence[float], *, gamma: float = 0.6) -> tuple[lis
     K = len(r)
     curate = [sum(gamma ** (j - p) * r[j] for j in range(p + 1, K)) for p in range(K - 1)]
     return list(r), curate
-
-
-def row_rewards(returns: Tensor, is_valid: Tensor, *, penalty_coef: float) -> Tensor:
-    """R_row = return - penalty_coef * invalid (verl-agent `apply_invalid_action_penalty`, coefficient 0.5 here).
-
-    Applied to every row flagged invalid: solve rows with no `<action>` tags and curate rows with no parsable
-    `<skill>` block (the trainer path of the official code penalises both: `apply_invalid_action_penalty` applies to
-    every row with `is_action_valid=False`; Within-yao/SkillRise as imported by
-    lyq1119/SkillRise-reproduction-and-refinement@79bbd91).
-    returns: (N,), is_valid: (N,) bool -> (N,).
-    """
-    return returns - penalty_coef * (~is_valid.bool()).to(returns.dtype)
 
 
 def mean_centered_advantages(
@@ -97,28 +85,3 @@ def mean_centered_advantages(
         return R - mean
     std = torch.tensor([stats[k][1] for k in keys])  # (N,)
     return (R - mean) / (std + eps)
-
-
-def grpo_row_advantages(rewards: Tensor, group_ids: Tensor, *, eps: float = 1e-6) -> Tensor:
-    """verl-agent GRPO advantage over rows: A = (r - mean_g) / (std_g + eps) within each group id.
-
-    Statistics run over all rows that share a group id (every turn of every episode of a task), with the unbiased
-    (Bessel-corrected) std, as verl's `compute_grpo_outcome_advantage` with `compute_mean_std_cross_steps=True`. A
-    group with a single row uses mean 0 and std 1 (verl's convention), so its advantage is r / (1 + eps).
-
-    Args:
-        rewards: (N,) float per-row rewards.
-        group_ids: (N,) int group ids.
-    Returns:
-        (N,) advantages.
-    """
-    advantages = torch.empty_like(rewards)
-    for g in torch.unique(group_ids):
-        idx = group_ids == g
-        r = rewards[idx]  # (n_g,)
-        if r.numel() == 1:
-            mean, std = torch.zeros((), dtype=r.dtype), torch.ones((), dtype=r.dtype)
-        else:
-            mean, std = r.mean(), r.std(unbiased=True)
-        advantages[idx] = (r - mean) / (std + eps)
-    return advantages

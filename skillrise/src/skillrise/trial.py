@@ -17,6 +17,7 @@ won skips its later attempts, as the official loop keeps `is_done = is_won`).
 """
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agentrl_shared.envs.base import EnvFailure, Step
@@ -259,18 +260,22 @@ class TrialRunner:
         group_ids: list[int],
         seeds: list[int],
         generate: GenerateFn,
-        sync_active=lambda n: n,
+        *,
+        K: int,
+        prompt_count: Callable[[int], int] = lambda n: n,
         trial_offset: int = 0,
         skip_won: bool = False,
     ) -> list[Trial]:
-        """Play one trial per group (slot i plays group i); returns the trials in input order.
+        """Play one trial of K tasks per group (slot i plays group i); returns the trials in input order.
 
-        Every rank makes the same generation calls: the collector keeps the solve turns in lock-step, and each carry
-        phase is exactly one call (a dummy prompt when this rank has nothing to curate).
+        `prompt_count(n)` is the number of prompts this rank sends for `n` prompts of its own (the trainer's
+        `_prompt_count`: the maximum over ranks where TRL's vLLM server or TP > 1 hands results back by rank offset,
+        otherwise `n`, or one dummy while another rank still works; 0 when no rank has work). Every solve turn
+        (through the collector) and every carry phase asks it, so every rank makes the same generation calls, also a
+        rank with no groups at all (an empty evaluation chunk): K is given, not read from the groups.
         """
-        K = len(groups[0]) if groups else 0
         if any(len(g) != K for g in groups):
-            raise ValueError("All groups of a rollout must have the same K.")
+            raise ValueError(f"Every group of a trial batch must have K = {K} tasks.")
         trials = [
             Trial(trial_offset + i, g_id, g, s)
             for i, (g, g_id, s) in enumerate(zip(groups, group_ids, seeds, strict=True))
@@ -283,7 +288,7 @@ class TrialRunner:
             tasks = [{**trials[i].tasks[p], "skill_document": documents[i]} for i in playing]
             episodes = self.collector.collect(
                 tasks, [trials[i].group_id for i in playing], [trials[i].seed for i in playing], generate,
-                sync_active, episode_offset=(trial_offset + len(trials) * p),
+                prompt_count, episode_offset=(trial_offset + len(trials) * p),
             )  # fmt: skip
             by_trial = dict(zip(playing, episodes, strict=True))
             observations = {i: self.pool.observations.get(k, []) for k, i in enumerate(playing)}
@@ -295,11 +300,15 @@ class TrialRunner:
                 t.episodes.append(ep)
             if p == K - 1 or self.carry_mode == "none":
                 continue
-            self._carry(trials, playing, by_trial, observations, documents, p, generate)
+            self._carry(trials, playing, by_trial, observations, documents, p, generate, prompt_count)
         return trials
 
-    def _carry(self, trials, playing, by_trial, observations, documents, p, generate) -> None:
-        """One curate (or reflect) generation for every trial that played position p; updates `documents`."""
+    def _carry(self, trials, playing, by_trial, observations, documents, p, generate, prompt_count) -> None:
+        """One curate (or reflect) generation for every trial that played position p; updates `documents`. The call
+        carries `prompt_count(len(playing))` prompts (dummies after this rank's own), none when no rank curates."""
+        n_prompts = prompt_count(len(playing))
+        if n_prompts == 0:
+            return
         texts, ids, truncated = [], [], []
         for i in playing:
             ep = by_trial[i]
@@ -309,7 +318,8 @@ class TrialRunner:
             ids.append(tok[-self.max_prompt_length :])
             truncated.append(len(tok) > self.max_prompt_length)
         t0 = time.perf_counter()
-        completions, logps = generate(ids if ids else [[self.tokenizer.pad_token_id]])
+        dummies = [[self.tokenizer.pad_token_id]] * (n_prompts - len(ids))
+        completions, _ = generate(ids + dummies)  # the dummies' completions are dropped below
         self.timings["generate_s"] += time.perf_counter() - t0
         tag = "reflection" if self.carry_mode == "reflect" else "skill"
         for k, i in enumerate(playing):
