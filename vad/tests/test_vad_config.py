@@ -75,6 +75,7 @@ def test_unknown_key_names_valid_ones():
         ("data.eval_backend=x", "hf, openai, vllm"),
         ("data.align=0", "between 1 and data.image_size - data.detail_size"),
         ("data.x0_contrast=0", "must be in \\(0, 1\\]"),
+        ("teacher_ema=0", "teacher_ema 0 must be in \\(0, 1\\]"),
     ],
 )
 def test_exact_name_switches(override, valid):
@@ -86,6 +87,14 @@ def test_exact_name_switches(override, valid):
 def test_row_switches_round_trip(row):
     resolved = load_config("smoke", [f"trainer.{k}={v}" for k, v in ROWS[row].items()], SECTIONS, "vad")
     assert row_label(resolved["trainer"], resolved["data"].minus_framing) == row
+
+
+def test_ema_teacher_needs_a_teacher_and_files_off_rate_runs_apart():
+    with pytest.raises(ValueError, match="target=grpo has none"):
+        load_config("smoke", ["target=grpo", "teacher_ema=0.05"], SECTIONS, "vad")
+    args = VADConfig(output_dir="/tmp/vad-cfg", use_cpu=True, target="direct", reg_weight=0.0, teacher_ema=0.1)
+    assert row_label(args) == "direct+teacher_ema=0.1"  # Vision-OPD's row is rate 0.05
+    assert row_label(VADConfig(output_dir="/tmp/vad-cfg", use_cpu=True, teacher_ema=0.05)) == "vad+teacher_ema=0.05"
 
 
 def test_row_label_keeps_ablations_out_of_paper_rows():
@@ -107,9 +116,7 @@ def test_paper_configs_plan_every_paper_row():
             ("Qwen/Qwen3.5-9B", "visionopd_qwen3.5-9b_paper"),
         )
     }
-    missing = [
-        (r["model"], r["row"]) for r in rows if r["row"] != "vision_opd" and r["row"] not in planned[r["model"]]
-    ]
+    missing = [(r["model"], r["row"]) for r in rows if r["row"] not in planned[r["model"]]]
     assert missing == []
 
 

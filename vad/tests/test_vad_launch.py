@@ -23,7 +23,7 @@ def test_reproduce_paper_dry_run_prints_every_trained_row_on_8_processes(tmp_pat
     commands = [shlex.split(line) for line in out if line.startswith("accelerate launch ")]
     rows = cli.load(cli.SCALE_CONFIGS["paper"], ["trainer.use_cpu=true"])["data"].rows
     trained = [r for r in rows if ROWS[r] is not None]
-    assert [c[c.index("--row") + 1] for c in commands] == trained and len(trained) == 9
+    assert [c[c.index("--row") + 1] for c in commands] == trained and len(trained) == 10
     for cmd in commands:
         at = cmd.index("--num_processes")
         assert cmd[at : at + 4] == ["--num_processes", "8", "--num_machines", "1"]

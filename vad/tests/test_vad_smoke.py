@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import torch
+from transformers import TrainerCallback
 
 from vad import cli
 
@@ -36,11 +37,50 @@ def _check_logs(trainer) -> None:
     assert all(0.0 <= h["vad/reg_weight"] <= 1.0 for h in logs)
 
 
-def _trainer(tmp_path, *overrides):
+class StudentSnapshots(TrainerCallback):
+    """The student's (gathered) parameters after every optimizer step."""
+
+    def __init__(self, trainer):
+        self.trainer, self.steps = trainer, []
+
+    def on_optimizer_step(self, args, state, control, **kwargs):
+        params = list(self.trainer.model.parameters())
+        if self.trainer.is_deepspeed_enabled:
+            import deepspeed
+
+            with deepspeed.zero.GatheredParameters(params):
+                self.steps.append([p.detach().clone() for p in params])
+        else:
+            self.steps.append([p.detach().clone() for p in params])
+
+
+def _trainer(tmp_path, *overrides, snapshots: bool = False):
     cfg = cli.load("smoke", [f"trainer.output_dir={tmp_path}", *overrides])
     trainer = cli.build_trainer(cfg)
+    if snapshots:
+        trainer.snapshots = StudentSnapshots(trainer)
+        trainer.add_callback(trainer.snapshots)
     trainer.train()
     return trainer
+
+
+def _check_ema_teacher(trainer, initial: dict, rate: float) -> None:
+    """theta_T = EMA of the student's parameters after each step, from the initial model (Vision-OPD dp_actor.py)."""
+    teacher = list(trainer.accelerator.unwrap_model(trainer.teacher_model).named_parameters())
+    expected = [initial[n].clone() for n, _ in teacher]
+    for step in trainer.snapshots.steps:
+        expected = [(1 - rate) * e + rate * s for e, s in zip(expected, step, strict=True)]
+    assert len(trainer.snapshots.steps) == 2
+    if trainer.is_deepspeed_enabled:
+        import deepspeed
+
+        with deepspeed.zero.GatheredParameters([p for _, p in teacher]):
+            got = [p.detach().clone() for _, p in teacher]
+    else:
+        got = [p.detach() for _, p in teacher]
+    for (name, _), g, e in zip(teacher, got, expected, strict=True):
+        torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-6, msg=name)
+    assert not all(torch.equal(g, initial[n]) for (n, _), g in zip(teacher, got, strict=True))  # it moved
 
 
 def test_train_every_parameter_changes(tmp_path):
@@ -54,6 +94,13 @@ def test_train_every_parameter_changes(tmp_path):
     # the loss support (support_k 16) does not reach generation: rollouts sample unfiltered (TRL's top_k 0)
     assert trainer.args.support_k == 16 and trainer.generation_kwargs["top_k"] == 0
     assert trainer.generation_kwargs["top_p"] == 1.0
+
+
+def test_vision_opd_row_trains_an_ema_teacher(tmp_path):
+    initial = _initial_params()
+    trainer = _trainer(tmp_path, "trainer.teacher_ema=0.5", "trainer.target=direct", "trainer.reg_weight=0.0",
+                       snapshots=True)  # fmt: skip
+    _check_ema_teacher(trainer, initial, 0.5)
 
 
 def test_train_grpo_baseline_runs(tmp_path):
@@ -82,8 +129,9 @@ def test_train_zero3_every_parameter_changes(tmp_path, monkeypatch):
     }.items():
         monkeypatch.setenv(key, value)
     initial = _initial_params()
-    trainer = _trainer(tmp_path, ZERO3)
+    trainer = _trainer(tmp_path, ZERO3, "trainer.teacher_ema=0.5", snapshots=True)  # the EMA teacher under ZeRO-3
     try:
+        _check_ema_teacher(trainer, initial, 0.5)
         assert trainer.is_deepspeed_enabled and trainer.accelerator.state.deepspeed_plugin.zero_stage == 3
         assert type(trainer.teacher_model).__name__ == "DeepSpeedEngine"  # prepare_deepspeed wrapped the teacher
         params = list(trainer.model.named_parameters())
@@ -130,6 +178,7 @@ def test_loss_chunking_and_vllm_importance_sampling(tmp_path):
     per-token loss exactly as in TRL's own `_compute_loss` when `use_vllm` and the correction are on."""
     cfg = cli.load("smoke", [f"trainer.output_dir={tmp_path}", "trainer.logit_chunk_size=256"])
     trainer = cli.build_trainer(cfg)
+    trainer.current_gradient_accumulation_steps = trainer.args.gradient_accumulation_steps  # set by the train loop
     row = trainer.train_dataset[0]
     inputs = trainer._generate_and_score_completions([row] * trainer.args.num_generations)
     model = trainer.model

@@ -22,6 +22,8 @@ EVAL_VIEWS = {"full": "procedural", "plus": "procedural_x+", "minus": "procedura
 # Every row of the paper's tables as the trainer switches that define it (Tab. 1 main, Tab. 2 target ablation at 4B,
 # Tab. 3 held-out, Tab. 4 divergence). `base` is the untrained model (evaluation only). `direct_fkl` (no paper row)
 # is `direct` with the forward KL of the `vad_fkl` row: the CPU learning check's pair (README Deviation 11).
+# `vision_opd` is `direct` with Vision-OPD's EMA teacher (VisionOPD/Vision-OPD @ c2e345f `scripts/run_vision_opd.sh`:
+# `teacher_regularization=ema`, `teacher_update_rate=0.05`), the paper's Vision-OPD baseline (Tab. 3).
 ROWS = {
     "base": None,
     "vad": {},
@@ -34,6 +36,7 @@ ROWS = {
     "vad_fkl": {"divergence": "fkl"},
     "vad_rkl": {"divergence": "rkl"},
     "grpo": {"target": "grpo"},
+    "vision_opd": {"target": "direct", "reg_weight": 0.0, "teacher_ema": 0.05},
 }
 
 
@@ -106,6 +109,14 @@ class VADConfig(GRPOConfig):
             "at this value multiplies the loss when old log-probs exist; None disables."
         },
     )
+    teacher_ema: float | None = field(
+        default=None,
+        metadata={
+            "help": "None: the teacher is the frozen initial model (VAD, Sec. 3.1). A rate: after every optimizer "
+            "step theta_T <- (1 - rate) theta_T + rate theta_S, Vision-OPD's EMA teacher (0.05; VisionOPD/Vision-OPD "
+            "@ c2e345f `verl/workers/actor/dp_actor.py` `_update_teacher`), the `vision_opd` row."
+        },
+    )
     logit_chunk_size: int = field(
         default=256,
         metadata={
@@ -153,6 +164,10 @@ class VADConfig(GRPOConfig):
         ):
             if value not in valid:
                 raise ValueError(f"Unknown {name} {value!r}; valid: {', '.join(valid)}.")
+        if self.teacher_ema is not None and not 0 < self.teacher_ema <= 1:
+            raise ValueError(f"teacher_ema {self.teacher_ema} must be in (0, 1] (Vision-OPD: 0.05), or null.")
+        if self.teacher_ema is not None and self.target == "grpo":
+            raise ValueError("teacher_ema needs a teacher: target=grpo has none (set teacher_ema=null).")
         if self.divergence == "rkl" and self.tail_bucket and self.q_tail == "zero":
             raise ValueError("divergence=rkl with q_tail=zero is infinite (KL(p_S || q) with q_tail = 0).")
         super().__post_init__()
@@ -164,6 +179,8 @@ def row_label(args: VADConfig, minus_framing: str = "crop") -> str:
     if args.target == "grpo":
         return "grpo"
     name = args.target
+    if (args.target, args.reg_weight, args.divergence, args.teacher_ema) == ("direct", 0.0, "jsd", 0.05):
+        name = "vision_opd"
     if args.target == "vad" and args.reg_weight == 0:
         name = "vad_noreg"
     elif args.target in ("one_sided", "scalar") and args.reg_weight > 0:
@@ -174,7 +191,7 @@ def row_label(args: VADConfig, minus_framing: str = "crop") -> str:
     if args.target != "direct" and args.reg_weight not in (0.0, 0.1):
         extra.append(f"reg_weight={args.reg_weight}")
     for key, default in (("branch_weights", "capped"), ("q_tail", "student_mass"), ("tail_bucket", True),
-                         ("scalar_scale", None)):  # fmt: skip
+                         ("scalar_scale", None), ("teacher_ema", 0.05 if name == "vision_opd" else None)):  # fmt: skip
         if getattr(args, key) != default:
             extra.append(f"{key}={getattr(args, key)}")
     if minus_framing != "crop":

@@ -3,9 +3,9 @@
 Protocol (VisionOPD/Vision-OPD @ c2e345f, `eval/infer.py` and `eval/run_eval.sh`): one user turn with the image then
 the benchmark's reference query, greedy decoding (temperature 0), seed 42, thinking off for Qwen3.5
 (`chat_template_kwargs={"enable_thinking": False}`), answers graded by `benchmarks.rule_correct` and, when a judge
-endpoint is given, the LLM judge for the rest (3 attempts, then "No"). Each rank takes every `world`-th item, generates in small batches and
-appends one JSON line per item to `<out>/<benchmark>/rank<r>.jsonl` as soon as it is graded; a rerun skips the items
-already written. Rank 0 then reads the lines back and writes `<out>/scores.json`.
+endpoint is given, the LLM judge for the rest (3 attempts, then "No"). Each rank takes every `world`-th item,
+generates in small batches and appends one JSON line per item to `<out>/<benchmark>/rank<r>.jsonl` as soon as it is
+graded; a rerun skips the items already written. Rank 0 then reads the lines back and writes `<out>/scores.json`.
 
 Generators (`generate(items) -> texts`): [`HFGenerator`] (transformers `generate`, the CPU path), [`OpenAIGenerator`]
 (an OpenAI-compatible server such as `vllm serve`, as the official pipeline does) and [`VLLMGenerator`] (a `vllm.LLM`,

@@ -6,6 +6,7 @@ scores the same completions once with the evidence crop x+ and once with the deg
 """
 
 import torch
+from transformers import TrainerCallback
 from trl import GRPOTrainer
 from trl.data_utils import apply_chat_template, prepare_multimodal_messages
 from trl.models import prepare_deepspeed
@@ -28,6 +29,16 @@ def answer_reward(completions: list, answer: list[str], **kwargs) -> list[float]
     return [float(rule_correct("train", t, a, multiple_choice=True)) for t, a in zip(texts, answer, strict=True)]
 
 
+class TeacherEMACallback(TrainerCallback):
+    """Calls [`VADTrainer.update_teacher`] after every optimizer step (`teacher_ema` set)."""
+
+    def __init__(self, trainer: "VADTrainer"):
+        self.trainer = trainer
+
+    def on_optimizer_step(self, args, state, control, **kwargs):
+        self.trainer.update_teacher()
+
+
 class VADTrainer(GRPOTrainer):
     """VAD: Attributing Visual Evidence for Target Reconstruction in Multimodal On-Policy Distillation.
 
@@ -42,7 +53,8 @@ class VADTrainer(GRPOTrainer):
 
     Overrides of [`~trl.GRPOTrainer`]:
     - `__init__`: builds the frozen teacher from the model path (a deep copy would clone empty ZeRO-3 shards) and wraps
-      it with `trl.models.prepare_deepspeed` under DeepSpeed; the reward function defaults to a constant (unused).
+      it with `trl.models.prepare_deepspeed` under DeepSpeed; the reward function defaults to a constant (unused);
+      with `teacher_ema` (the `vision_opd` row) a callback moves the teacher toward the student after each step.
     - `_generate_and_score_completions`: calls super, then renders the same messages with x+ and x- through the
       processor and attaches per-view `teacher_{pos,neg}_*` keys (prompt ids/mask, per-row pixel lists, grids).
     - `_compute_loss`: one student forward on x0 and two no-grad teacher forwards (x+, x-) over the same completion,
@@ -74,6 +86,8 @@ class VADTrainer(GRPOTrainer):
         self.teacher_model = None
         if args.target != "grpo":
             self._setup_teacher()
+        if args.teacher_ema is not None:
+            self.add_callback(TeacherEMACallback(self))
 
     def _setup_teacher(self) -> None:
         """pi_theta_bar: a frozen copy of the initial student (Sec. 3.1), rebuilt from its path like TRL's ref model."""
@@ -89,6 +103,29 @@ class VADTrainer(GRPOTrainer):
             self.teacher_model = prepare_deepspeed(teacher, self.accelerator)
         else:
             self.teacher_model = self.accelerator.prepare_model(teacher, evaluation_mode=True)
+
+    def update_teacher(self) -> None:
+        """Vision-OPD's EMA teacher (`teacher_ema`): theta_T <- (1 - rate) theta_T + rate theta_S, parameter by
+        parameter after each optimizer step (VisionOPD/Vision-OPD @ c2e345f `verl/workers/actor/dp_actor.py`
+        `_update_teacher`, on the FSDP shards). Under ZeRO-3 each pair is gathered, rank 0 updates the teacher's full
+        tensor and DeepSpeed re-partitions it to every rank; otherwise every rank updates its full copy."""
+        rate = self.args.teacher_ema
+        teacher = self.accelerator.unwrap_model(self.teacher_model)
+        student = self.accelerator.unwrap_model(self.model)
+        zero3 = self.is_deepspeed_enabled and self.accelerator.state.deepspeed_plugin.zero_stage == 3
+        with torch.no_grad():
+            for t, s in zip(teacher.parameters(), student.parameters(), strict=True):
+                if zero3:
+                    import deepspeed
+
+                    with (
+                        deepspeed.zero.GatheredParameters([s]),
+                        deepspeed.zero.GatheredParameters([t], modifier_rank=0),
+                    ):
+                        if self.accelerator.is_main_process:
+                            t.mul_(1.0 - rate).add_(s.to(t.dtype), alpha=rate)
+                else:
+                    t.mul_(1.0 - rate).add_(s.to(t.device, t.dtype), alpha=rate)
 
     # ------------------------------------------------------------------------------------------ teacher views
 
