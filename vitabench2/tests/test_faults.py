@@ -103,3 +103,28 @@ def test_thinking_goes_to_the_agent_only_by_default(tmp_path):
         assert sent == {("agent", True), ("judge", True)}
     finally:
         server.close()
+
+
+def test_rag_cache_miss_fails_only_its_subtask(tmp_path):
+    """A cache file missing for one subtask: that subtask is recorded as failed with the reasons (official: no silent
+    fallback); the other subtasks run."""
+    from test_memory import _fake_embed
+
+    from conftest import agent_one_call, judge_all, user_stop
+    from vitabench2.backends import ScriptedBackend
+    from vitabench2.memory import write_rag_cache
+    from vitabench2.tasks import load_tasks, sample_tasks_path
+
+    cache = tmp_path / "cache"
+    assert write_rag_cache(load_tasks(sample_tasks_path()), cache, embed_fn=_fake_embed) == 5  # one per subtask
+    (cache / "U_SAMPLE_01__U_SAMPLE_01_T2.npz").unlink()
+    config = RunConfig(output=str(tmp_path / "run"), memory_type="rag_cache", memory_kwargs={"cache_dir": str(cache)})
+    backends = [ScriptedBackend(agent_one_call), ScriptedBackend(user_stop), ScriptedBackend(judge_all())]
+    Runner(config, *backends).run()
+    records = {r["subtask_id"]: r for r in read_records(tmp_path / "run" / "results.jsonl")}
+    assert len(records) == 5
+    missed = records["U_SAMPLE_01_T2"]
+    assert missed["termination"] == "backend_error" and "no cached embedding" in missed["failure_reason"]
+    update, read = missed["backend_error"]
+    assert update.startswith("memory update: ") and "no cache file" in update and read.startswith("memory read: ")
+    assert all(r["termination"] == "agent_stop" for sid, r in records.items() if sid != "U_SAMPLE_01_T2")

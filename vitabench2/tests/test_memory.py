@@ -46,7 +46,8 @@ def test_null_and_groundtruth():
     gt.set_groundtruth(
         {"current": {"food": ["spicy", "no coriander"]}, "preference_tag_change_history": [{"old": "a", "new": "b"}]}
     )
-    assert "- food: spicy, no coriander" in gt.read() and "Preference changes" in gt.read()
+    # official GroundtruthMemory.read: the current tags by category, no change history
+    assert gt.read() == "### User preference tags\n[food]\n  - spicy\n  - no coriander"
     gt.reset()
     assert gt.read() == ""
 

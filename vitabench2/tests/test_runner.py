@@ -148,3 +148,12 @@ def test_judge_failures_are_judged_again_on_resume(tmp_path):
     assert len(again) == 2 and all(not r["judge_failed"] and r["reward"] == 1.0 and r["rejudged"] == 1 for r in again)
     assert agent.calls == []  # conversations kept, only the judge ran
     assert [r["messages"] for r in again] == [r["messages"] for r in first]
+
+
+def test_subtask_selection_keeps_earlier_interactions_in_memory(tmp_path):
+    """`--subtasks` picks which subtasks run; the memory still sees every earlier subtask's interactions."""
+    runner, (agent, _, _) = make_runner(tmp_path, subtasks=["U_SAMPLE_01_T3"])
+    summary = runner.run()
+    (record,) = read_records(runner.results_path)
+    assert record["subtask_id"] == "U_SAMPLE_01_T3" and record["task_index"] == 2
+    assert "coriander" in record["memory_read"] and summary["num_records"] == 1

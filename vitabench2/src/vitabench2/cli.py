@@ -56,7 +56,12 @@ def add_run_arguments(run: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--user", default=None, help="user simulator back end (default: same as --agent)")
     g.add_argument("--judge", default=None, help="judge back end (default: same as --agent)")
-    g.add_argument("--api-key", default=None, help="bearer token for every openai back end (default: $OPENAI_API_KEY)")
+    g.add_argument(
+        "--api-key",
+        default=None,
+        help="bearer token for every openai back end (default: $OPENAI_API_KEY for the user and judge only: the "
+        "agent endpoint, often a local server, never gets it unless asked)",
+    )
     for role in ("agent", "user", "judge"):
         g.add_argument(
             f"--{role}-api-key", default=None, help=f"bearer token for the {role} only (overrides --api-key)"
@@ -183,7 +188,11 @@ def cmd_run(args, argv: list[str]) -> None:
     # one instance per distinct (spec, key, thinking): a single in-process model serves all roles
     backends: dict = {}
     for role, spec in specs.items():
-        key = getattr(args, f"{role}_api_key") or args.api_key or os.environ.get("OPENAI_API_KEY")
+        key = (
+            getattr(args, f"{role}_api_key")
+            or args.api_key
+            or (os.environ.get("OPENAI_API_KEY") if role != "agent" else None)
+        )
         role_thinking = thinking if role in thinking_roles and spec.startswith("openai:") else None
         if (spec, key, role_thinking) not in backends:
             backends[(spec, key, role_thinking)] = build_backend(

@@ -118,17 +118,21 @@ def format_interaction(item) -> str:
 
 
 def format_preferences(pref: dict | None) -> str:
-    """Render `personalized_preference_memory` (`current` tags by category, optional change history)."""
+    """Render `personalized_preference_memory` as the official `GroundtruthMemory.read` does: the `current` tags by
+    category (the whole dict as JSON when it has no `current`), under one heading; the change history is not shown."""
     if not pref:
         return ""
+    current = pref.get("current", pref)
     lines = []
-    for category, tags in (pref.get("current") or {}).items():
-        tags_text = ", ".join(tags) if isinstance(tags, list) else str(tags)
-        lines.append(f"- {category}: {tags_text}")
-    history = pref.get("preference_tag_change_history")
-    if history:
-        lines.append("Preference changes: " + json.dumps(history, ensure_ascii=False))
-    return "\n".join(lines)
+    if isinstance(current, dict):
+        for category, tags in current.items():
+            if isinstance(tags, list) and tags:
+                lines += [f"[{category}]"] + [f"  - {tag}" for tag in tags]
+            elif isinstance(tags, str) and tags:
+                lines.append(f"[{category}] {tags}")
+    else:
+        lines.append(json.dumps(current, ensure_ascii=False, indent=2))
+    return "### User preference tags\n" + "\n".join(lines) if lines else ""
 
 
 class BaseMemory:
@@ -475,8 +479,32 @@ class RAGCacheMemory(RAGMemory):
         self.location: tuple[str, str] | None = None
         self.queries: dict[str, list[float]] = {}
 
+    def _path(self):
+        return self.cache_dir / f"{self.location[0]}__{self.location[1]}.npz"
+
+    @staticmethod
+    def _load(path, *keys: str) -> list:
+        """The arrays `keys` of a cache file, read without pickle: a cache file is data, never code (files holding
+        object arrays, as the official script writes them, are refused: rewrite them with `vitabench2 rag-cache`)."""
+        import numpy as np
+
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                return [data[k] for k in keys]
+        except ValueError as err:
+            raise RAGCacheMiss(
+                f"cannot read {path} without pickle ({err}); rewrite it with `vitabench2 rag-cache`"
+            ) from None
+
     def set_current_location(self, user_id: str, subtask_id: str) -> None:
+        """The subtask about to run: its instruction's query embedding is loaded now, so that a subtask without
+        interactions (no `update`) still reads."""
+        import numpy as np
+
         self.location = (str(user_id), str(subtask_id))
+        if self._path().exists():
+            query, instruction = self._load(self._path(), "query_embedding", "instruction")
+            self.queries[str(instruction)] = np.asarray(query, dtype=np.float32).tolist()
 
     def _cached(self, texts: list[str]) -> list[list[float]]:
         missing = [t for t in texts if t not in self.queries]
@@ -493,17 +521,15 @@ class RAGCacheMemory(RAGMemory):
             return self.read()
         if self.location is None:
             raise RAGCacheMiss("rag_cache update before set_current_location(user_id, subtask_id)")
-        path = self.cache_dir / f"{self.location[0]}__{self.location[1]}.npz"
+        path = self._path()
         if not path.exists():
             raise RAGCacheMiss(f"no cache file {path}; write it with `vitabench2 rag-cache`")
-        with np.load(path, allow_pickle=True) as data:
-            vectors = np.asarray(data["chunk_embeddings"], dtype=np.float32)
-            texts = [str(t) for t in data["chunk_texts"]]
-            if vectors.shape[0] != len(texts):
-                raise RAGCacheMiss(f"malformed cache file {path}: {vectors.shape[0]} embeddings, {len(texts)} chunks")
-            self.chunks += texts
-            self.vectors += vectors.tolist()
-            self.queries[str(data["instruction"])] = np.asarray(data["query_embedding"], dtype=np.float32).tolist()
+        vectors, texts = self._load(path, "chunk_embeddings", "chunk_texts")
+        vectors, texts = np.asarray(vectors, dtype=np.float32), [str(t) for t in texts]
+        if vectors.shape[0] != len(texts):
+            raise RAGCacheMiss(f"malformed cache file {path}: {vectors.shape[0]} embeddings, {len(texts)} chunks")
+        self.chunks += texts
+        self.vectors += vectors.tolist()
         self.summary = self._summarize(llm)
         return self.summary
 
@@ -514,7 +540,8 @@ class RAGCacheMemory(RAGMemory):
 
 def write_rag_cache(tasks, cache_dir, chunk_size: int = 512, chunk_overlap: int = 0, embed_fn=None) -> int:
     """Embed every subtask's interaction chunks and instruction into `{cache_dir}/{user_id}__{subtask_id}.npz`
-    (official `scripts/precompute_rag_cache.py` layout); returns the number of files written."""
+    (official `scripts/precompute_rag_cache.py` layout, plain string arrays instead of pickled objects, and a file for
+    every subtask, with or without interactions); returns the number of files written."""
     from pathlib import Path
 
     import numpy as np
@@ -525,22 +552,20 @@ def write_rag_cache(tasks, cache_dir, chunk_size: int = 512, chunk_overlap: int 
     written = 0
     for task in tasks:
         for st in task.subtasks:
-            if not st.interactions:
-                continue
             texts = [c for i in st.interactions for c in chunker.chunk(format_interaction(i))]
             vectors = np.asarray(chunker.embed_fn(texts) if texts else np.zeros((0, 384)), dtype=np.float32)
             np.savez(
                 out / f"{task.user_id}__{st.subtask_id}.npz",
                 chunk_embeddings=vectors,
-                chunk_texts=np.asarray(texts, dtype=object),
-                chunk_keywords=np.asarray([[] for _ in texts] + [None], dtype=object)[:-1],
-                chunk_timestamps=np.asarray(["" for _ in texts], dtype=object),
-                chunk_types=np.asarray(["interaction" for _ in texts], dtype=object),
+                chunk_texts=np.asarray(texts, dtype=str),
+                chunk_keywords=np.asarray(["" for _ in texts], dtype=str),
+                chunk_timestamps=np.asarray(["" for _ in texts], dtype=str),
+                chunk_types=np.asarray(["interaction" for _ in texts], dtype=str),
                 query_embedding=np.asarray(
                     chunker.embed_fn([st.instruction or st.user_intention])[0], dtype=np.float32
                 ),
-                instruction=np.asarray(st.instruction or st.user_intention, dtype=object),
-                model=np.asarray(EMBEDDER_NAME if embed_fn is None else "custom", dtype=object),
+                instruction=np.asarray(st.instruction or st.user_intention, dtype=str),
+                model=np.asarray(EMBEDDER_NAME if embed_fn is None else "custom", dtype=str),
                 chunk_size=chunk_size,
                 chunk_overlap=chunk_overlap,
             )

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from .backends import BackendError, ChatBackend
 from .judge import SlidingWindowJudge
-from .memory import BaseMemory, create_memory, full_context_budget
+from .memory import BaseMemory, RAGCacheMiss, create_memory, full_context_budget
 from .metrics import compute_metrics
 from .tasks import PersonalizationTask, SubTask, agent_clock, load_tasks, sample_tasks_path, select
 from .tools import Environment
@@ -200,8 +200,14 @@ def run_subtask(
     start = time.perf_counter()
     env = Environment(subtask.environment, subtask.domains, holidays=config.holidays)
     profile = task.user_profile or subtask.user_scenario.user_profile
+    agent_tokens, steps, errors, termination, failure = [0, 0], 0, 0, None, ""
+    backend_errors = list(memory_errors or [])
     # 1.0 tasks run as the official 1.0 harness does: no memory in the prompt, no memory tools.
-    memory_text = memory.read(query=subtask.instruction or None) if task.version == "2.0" else ""
+    try:
+        memory_text = memory.read(query=subtask.instruction or None) if task.version == "2.0" else ""
+    except RAGCacheMiss as err:  # official: a cache miss fails the subtask (no silent fallback)
+        memory_text, termination, failure = "", Termination.BACKEND_ERROR, f"memory read: {err}"
+        backend_errors.append(failure)
     memory_schemas = memory.tool_schemas() if task.version == "2.0" else []
     memory_tools = {t["function"]["name"] for t in memory_schemas}
     tools = env.tool_schemas() + memory_schemas
@@ -216,8 +222,6 @@ def run_subtask(
     sim = UserSimulator(
         user, subtask, persona=json.dumps(profile, ensure_ascii=False), user_id=task.user_id, version=task.version
     )
-    agent_tokens, steps, errors, termination, failure = [0, 0], 0, 0, None, ""
-    backend_errors = list(memory_errors or [])
     next_role = "agent" if messages[-1]["role"] == "user" else "user"
 
     def check_abort():
@@ -404,7 +408,11 @@ class Runner:
         )
         if tasks is None:
             tasks = load_tasks(config.tasks or sample_tasks_path(), config.language)
-        self.tasks = select(tasks, config.users, config.subtasks, config.num_users)
+        # `--subtasks` selects which subtasks run; every earlier subtask's interactions still reach the memory.
+        self.tasks = select(tasks, config.users, None, config.num_users)
+        self.selected = {
+            (t.user_id, s.subtask_id) for t in select(self.tasks, None, config.subtasks, None) for s in t.subtasks
+        }
         self.out = Path(config.output)
         self.results_path = self.out / "results.jsonl"
         self._lock = threading.Lock()
@@ -453,15 +461,18 @@ class Runner:
         for index, subtask in enumerate(task.subtasks):
             if self._abort.is_set():
                 return
-            memory.set_groundtruth(subtask.user_scenario.personalized_preference_memory)
-            memory.set_current_location(task.user_id, subtask.subtask_id)
-            if subtask.interactions:
-                try:
+            try:
+                memory.set_groundtruth(subtask.user_scenario.personalized_preference_memory)
+                memory.set_current_location(task.user_id, subtask.subtask_id)
+                if subtask.interactions:
                     memory.update(subtask.interactions, llm=self.agent)  # the agent's own LLM (official orchestrator)
-                except BackendError as err:  # a memory class without its own fallback keeps its previous state
-                    memory.update_errors.append(f"memory update: {err}")
+            except (BackendError, RAGCacheMiss) as err:  # recorded on the subtask; the memory keeps its last state
+                memory.update_errors.append(f"memory update: {err}")
             memory_errors, memory.update_errors = memory.update_errors, []
-            if (task.user_id, trial, subtask.subtask_id) in done:
+            if (task.user_id, trial, subtask.subtask_id) in done or (
+                task.user_id,
+                subtask.subtask_id,
+            ) not in self.selected:
                 continue
             try:
                 record = run_subtask(
@@ -531,7 +542,10 @@ class Runner:
                 (task, trial)
                 for trial in range(self.config.num_trials)
                 for task in self.tasks
-                if any((task.user_id, trial, s.subtask_id) not in done for s in task.subtasks)
+                if any(
+                    (task.user_id, trial, s.subtask_id) not in done and (task.user_id, s.subtask_id) in self.selected
+                    for s in task.subtasks
+                )
             ]
             pool = ThreadPoolExecutor(max_workers=self.config.max_concurrency)
             futures = [pool.submit(self._run_sequence, task, trial, done) for task, trial in units]
@@ -565,8 +579,7 @@ class Runner:
 
     def summarize(self) -> dict:
         records = read_records(self.results_path)
-        wanted = {(t.user_id, s.subtask_id) for t in self.tasks for s in t.subtasks}
-        records = [r for r in records if (r["user_id"], r["subtask_id"]) in wanted]
+        records = [r for r in records if (r["user_id"], r["subtask_id"]) in self.selected]
         metrics = compute_metrics(records, self.config.num_trials)
         usage, seen = {}, []
         for backend in (self.agent, self.user, self.judge.backend):

@@ -59,17 +59,18 @@ def haversine_m(lon1: float, lat1: float, lon2: float, lat2: float) -> float:
 
 def rerank(query: str, docs: dict[str, str]) -> list[tuple[str, float]]:
     """Every doc id ranked by fuzzy partial ratio to `query`, best first (official `rerank`, which calls thefuzz's
-    `process.extract(..., scorer=fuzz.partial_ratio)`: lower-cased, punctuation-stripped strings). Never filters."""
+    `process.extract(..., scorer=fuzz.partial_ratio)`: lower-cased, punctuation-stripped strings, ordered by the exact
+    score, reported rounded to an integer as thefuzz does, so thresholds compare integers). Never filters."""
     ids = list(docs)
     ranked = process.extract(
         query, [docs[i] for i in ids], scorer=fuzz.partial_ratio, processor=default_process, limit=None
     )
-    return [(ids[index], score) for _, score, index in ranked]
+    return [(ids[index], round(score)) for _, score, index in ranked]
 
 
 def fuzzy_match(x: str, y: str) -> bool:
     """Official `fuzzy_match`: partial ratio >= 40 (city and route filters of the OTA searches)."""
-    return fuzz.partial_ratio(str(x), str(y)) >= 40
+    return round(fuzz.partial_ratio(str(x), str(y))) >= 40  # thefuzz scores are rounded integers
 
 
 def check_time(value: str, fmt: str = TIME_FORMAT) -> datetime:
@@ -239,7 +240,7 @@ class BaseTools:
         if not known or not str(address).strip():
             return None
         best, score = rerank(str(address), {a: a for a in known})[0]
-        if score < 30 or fuzz.ratio(str(address), best) < 20:
+        if score < 30 or round(fuzz.ratio(str(address), best)) < 20:
             return None
         return known[best]
 

@@ -197,7 +197,7 @@ def holiday_date(year: int, holiday_name: str, mode: str = "official") -> str | 
     chinese = [zh for zh, en in CHINESE_NAMES.items() if en in table]
     names = list(table) + chinese
     match = process.extractOne(holiday_name, names, scorer=fuzz.partial_ratio, processor=default_process)
-    if match is None or match[1] < 80:
+    if match is None or round(match[1]) < 80:  # thefuzz scores are rounded integers
         return None
     name = CHINESE_NAMES.get(match[0], match[0])
     return table[name].isoformat()
