@@ -181,8 +181,12 @@ def test_full_context_budget_follows_the_served_window():
 
 
 def test_memory_tools_and_dotted_class():
-    mem = create_memory("full_context")
-    mem.update(INTERACTIONS)
+    # per memory type, as the official memories' tools: none for full context, read only for the RAG cache
+    assert create_memory("full_context").tool_schemas() == []
+    cache = create_memory("rag_cache", cache_dir="unused")
+    assert [t["function"]["name"] for t in cache.tool_schemas()] == ["read_preference_memory"]
+    mem = create_memory("rewrite")
+    mem.update(INTERACTIONS, llm=ScriptedBackend(lambda m, t: "Likes spicy food, no coriander."))
     names = [t["function"]["name"] for t in mem.tool_schemas()]
     assert names == ["read_preference_memory", "query_preference_memory"]
     assert "coriander" in mem.call_tool("read_preference_memory", {})

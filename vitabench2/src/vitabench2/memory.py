@@ -254,6 +254,9 @@ class FullContextMemory(BaseMemory):
         self.entries += [format_interaction(i) for i in new_interactions]
         return self.read()
 
+    def tool_schemas(self) -> list[dict]:
+        return []  # official `FullContextMemory` has no tools: the whole memory is in the prompt already
+
     def reset(self) -> None:
         self.entries = []
 
@@ -466,6 +469,10 @@ class RAGCacheMemory(RAGMemory):
     """
 
     name = "rag_cache"
+
+    def tool_schemas(self) -> list[dict]:
+        # official `RAGCacheMemory` exposes only `read_preference_memory`
+        return [t for t in super().tool_schemas() if t["function"]["name"] == "read_preference_memory"]
 
     def __init__(self, cache_dir: str | None = None, top_k: int = 8, similarity_threshold: float = 0.3, **kwargs):
         super().__init__(top_k=top_k, similarity_threshold=similarity_threshold, embed_fn=self._cached, **kwargs)
