@@ -46,8 +46,9 @@ def _cell(values: list[float]) -> str:
 
 
 def _grading(recs: list[dict], benchmark: str) -> str:
-    """ " rule-scored (no judge)" when any run graded without a judge (answers the rules reject count as wrong: a
-    lower bound of the paper's judge-graded number); the items the judge scored "No" after every request failed."""
+    """The grading note of one cell: "rule-scored (no judge)" when any run graded without a judge (answers the rules
+    reject count as wrong: a lower bound of the paper's judge-graded number), and how many items the judge scored
+    "No" after every request failed."""
     members = {"Avg6": MAIN, "Avg4": HELD_OUT}.get(benchmark, (benchmark,))
     note = " rule-scored (no judge)" if any(r.get("judge") is None for r in recs) else ""
     failed = sum(r["details"].get(b, {}).get("graded_by", {}).get("judge_failed", 0) for r in recs for b in members)

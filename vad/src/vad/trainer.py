@@ -113,11 +113,11 @@ class VADTrainer(GRPOTrainer):
         teacher = self.accelerator.unwrap_model(self.teacher_model)
         student = self.accelerator.unwrap_model(self.model)
         zero3 = self.is_deepspeed_enabled and self.accelerator.state.deepspeed_plugin.zero_stage == 3
+        if zero3:
+            import deepspeed
         with torch.no_grad():
             for t, s in zip(teacher.parameters(), student.parameters(), strict=True):
                 if zero3:
-                    import deepspeed
-
                     with (
                         deepspeed.zero.GatheredParameters([s]),
                         deepspeed.zero.GatheredParameters([t], modifier_rank=0),
