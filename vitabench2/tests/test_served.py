@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from vitabench2.backends import BackendError, OpenAIBackend
-from vitabench2.runner import RunConfig, Runner, read_records
+from vitabench2.runner import RunConfig, Runner, read_records, trial_seeds
 
 
 class FakeServer:
@@ -117,7 +117,10 @@ def test_tool_calls_through_a_served_model(server_factory, tmp_path):
     assert tool_msgs and tool_msgs[0]["name"] == "get_user_all_orders" and not tool_msgs[0]["error"]
     agent_reqs = [r for r in server.requests if role_of(r["body"]) == "agent"]
     body = agent_reqs[0]["body"]
-    assert body["seed"] == 300 and body["max_tokens"] == 512 and body["temperature"] == 0.0
+    # official: one seed per trial, drawn from the run seed, on agent and user calls; the judge gets none
+    assert body["seed"] == trial_seeds(300, 1)[0] != 300 and records[0]["seed"] == body["seed"]
+    assert all("seed" not in r["body"] for r in server.requests if role_of(r["body"]) == "judge")
+    assert body["max_tokens"] == 512 and body["temperature"] == 0.0
     assert body["chat_template_kwargs"] == {"enable_thinking": False}
     assert {t["function"]["name"] for t in body["tools"]} >= {"create_delivery_order", "get_user_all_orders"}
     assert {r["auth"] for r in agent_reqs} == {"Bearer agent-key"}

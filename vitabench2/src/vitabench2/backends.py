@@ -123,10 +123,13 @@ class ChatBackend:
         self.calls: list[dict] = []
         self.abort: threading.Event | None = None  # set by the runner on Ctrl-C; long calls stop early
 
-    def chat(self, messages: list[dict], tools: list[dict] | None = None, role: str = "agent") -> ChatResult:
+    def chat(
+        self, messages: list[dict], tools: list[dict] | None = None, role: str = "agent", seed: int | None = None
+    ) -> ChatResult:
+        """One completion; `seed` (the trial's, see `runner.TrialBackend`) goes to back ends that accept one."""
         with self._slots:
             start = time.perf_counter()
-            result = self._chat(messages, tools)
+            result = self._chat(messages, tools, seed)
             result.latency_s = time.perf_counter() - start
         with self._log_lock:
             self.calls.append(
@@ -139,7 +142,7 @@ class ChatBackend:
             )
         return result
 
-    def _chat(self, messages: list[dict], tools: list[dict] | None) -> ChatResult:
+    def _chat(self, messages: list[dict], tools: list[dict] | None, seed: int | None) -> ChatResult:
         raise NotImplementedError
 
 
@@ -157,7 +160,7 @@ class ScriptedBackend(ChatBackend):
         super().__init__(max_concurrency)
         self.script, self.delay_s = script, delay_s
 
-    def _chat(self, messages, tools):
+    def _chat(self, messages, tools, seed=None):
         if self.delay_s:
             (self.abort or threading.Event()).wait(self.delay_s)
         text = self.script(messages, tools)
@@ -181,7 +184,7 @@ class OpenAIBackend(ChatBackend):
         max_tokens (`int`, *optional*, defaults to `4096`): completion cap.
         timeout_s (`float`, *optional*, defaults to `600.0`): per-request timeout.
         max_retries (`int`, *optional*, defaults to `3`): retries of retryable failures.
-        seed (`int`, *optional*): sent with every request (vLLM and OpenAI accept it).
+        seed (`int`, *optional*): sent with requests that bring no seed of their own (vLLM and OpenAI accept it).
         enable_thinking (`bool`, *optional*): sent as `chat_template_kwargs.enable_thinking` (Qwen3-style templates
             on vLLM); None sends nothing.
         retry_wait_s (`float`, *optional*, defaults to `1.0`): first back-off wait (doubles per retry).
@@ -248,7 +251,7 @@ class OpenAIBackend(ChatBackend):
                 break
         raise BackendError(f"{self.client.base_url} ({self.model}) failed after {attempt + 1} tries: {last}")
 
-    def _chat(self, messages, tools):
+    def _chat(self, messages, tools, seed=None):
         wire = []
         for m in messages:
             if m["role"] == "assistant" and m.get("tool_calls"):
@@ -274,8 +277,9 @@ class OpenAIBackend(ChatBackend):
             else:
                 wire.append({"role": m["role"], "content": m.get("content") or ""})
         body = {"model": self.model, "messages": wire, "temperature": self.temperature, "max_tokens": self.max_tokens}
-        if self.seed is not None:
-            body["seed"] = self.seed
+        seed = self.seed if seed is None else seed
+        if seed is not None:
+            body["seed"] = seed
         if self.enable_thinking is not None:
             body["chat_template_kwargs"] = {"enable_thinking": self.enable_thinking}
         if tools:
@@ -337,7 +341,7 @@ class TransformersBackend(ChatBackend):
         self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).eval()
         self.max_new_tokens, self.max_input_tokens = max_new_tokens, max_input_tokens
 
-    def _chat(self, messages, tools):
+    def _chat(self, messages, tools, seed=None):
         import torch
 
         text_messages = to_text_messages(messages, tools)
@@ -376,7 +380,6 @@ def build_backend(
     temperature: float = 0.0,
     max_input_tokens: int = 4096,
     max_tokens: int = 4096,
-    seed: int | None = None,
     enable_thinking: bool | None = None,
     timeout_s: float = 600.0,
 ) -> ChatBackend:
@@ -402,7 +405,6 @@ def build_backend(
             max_tokens=max_tokens,
             max_concurrency=max_concurrency,
             timeout_s=timeout_s,
-            seed=seed,
             enable_thinking=enable_thinking,
         )
     raise ValueError(f"Unknown back end kind {kind!r} in {spec!r}; valid: 'transformers:PATH', 'openai:MODEL@URL'")

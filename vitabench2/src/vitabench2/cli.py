@@ -68,7 +68,13 @@ def add_run_arguments(run: argparse.ArgumentParser) -> None:
         )
     g.add_argument("--max-tokens", type=int, default=4096, help="completion cap of openai back ends (default 4096)")
     g.add_argument("--temperature", type=float, default=0.0, help="all roles (official models.yaml: 0.0)")
-    g.add_argument("--seed", type=int, default=300, help="sent to back ends that accept one (official default 300)")
+    g.add_argument(
+        "--seed",
+        type=int,
+        default=300,
+        help="run seed (official default 300): each trial's agent and user calls carry a seed drawn from it; the judge "
+        "gets none",
+    )
     g.add_argument(
         "--thinking",
         choices=["on", "off"],
@@ -203,7 +209,6 @@ def cmd_run(args, argv: list[str]) -> None:
                 api_key=key,
                 temperature=args.temperature,
                 max_tokens=args.max_tokens,
-                seed=args.seed,
                 enable_thinking=role_thinking,
                 timeout_s=args.timeout,
             )

@@ -13,6 +13,7 @@ premature terminations score 0).
 import json
 import logging
 import os
+import random
 import signal
 import threading
 import time
@@ -96,6 +97,29 @@ PREMATURE = (
 )
 
 
+def trial_seeds(seed: int, num_trials: int) -> list[int]:
+    """One seed per trial drawn from the run seed (official `run.py`: `random.seed(seed)`, then
+    `random.randint(0, 1000000)` per trial)."""
+    rng = random.Random(seed)
+    return [rng.randint(0, 1000000) for _ in range(num_trials)]
+
+
+class TrialBackend:
+    """A back end as one trial sees it: every call carries the trial's seed (official: `set_seed` on the agent and
+    the user of each trial; the judge gets no seed). The agent's memory updates go through it too.
+
+    Args:
+        backend ([`ChatBackend`]): the shared back end.
+        seed (`int`): the trial's seed.
+    """
+
+    def __init__(self, backend: ChatBackend, seed: int):
+        self.backend, self.seed = backend, seed
+
+    def chat(self, messages: list[dict], tools: list[dict] | None = None, role: str = "agent"):
+        return self.backend.chat(messages, tools, role, seed=self.seed)
+
+
 class Interrupted(Exception):
     """The run was asked to stop (Ctrl-C); the subtask in progress is dropped and reruns on resume."""
 
@@ -121,7 +145,8 @@ class RunConfig:
         holidays (`str`, *optional*, defaults to `"official"`): `get_holiday_date`'s table (`official`: 2023-2025;
             `computed`: any year).
         context_length (`int`, *optional*): the agent model's context window; caps the Full Context budget.
-        seed (`int`, *optional*, defaults to `300`): sent to back ends that accept a seed (official default).
+        seed (`int`, *optional*, defaults to `300`): the run seed; each trial's agent and user calls carry a seed drawn
+            from it ([`trial_seeds`], official); the judge gets none.
     """
 
     output: str
@@ -183,8 +208,8 @@ def run_subtask(
     subtask: SubTask,
     task: PersonalizationTask,
     memory: BaseMemory,
-    agent: ChatBackend,
-    user: ChatBackend,
+    agent: ChatBackend | TrialBackend,
+    user: ChatBackend | TrialBackend,
     judge: SlidingWindowJudge,
     config: RunConfig,
     abort: threading.Event | None = None,
@@ -456,6 +481,8 @@ class Runner:
         )
 
     def _run_sequence(self, task: PersonalizationTask, trial: int, done: set) -> None:
+        seed = trial_seeds(self.config.seed, trial + 1)[trial]
+        agent, user = TrialBackend(self.agent, seed), TrialBackend(self.user, seed)
         memory = self._memory(task)
         memory.reset()
         for index, subtask in enumerate(task.subtasks):
@@ -465,7 +492,7 @@ class Runner:
                 memory.set_groundtruth(subtask.user_scenario.personalized_preference_memory)
                 memory.set_current_location(task.user_id, subtask.subtask_id)
                 if subtask.interactions:
-                    memory.update(subtask.interactions, llm=self.agent)  # the agent's own LLM (official orchestrator)
+                    memory.update(subtask.interactions, llm=agent)  # the agent's own LLM (official orchestrator)
             except (BackendError, RAGCacheMiss) as err:  # recorded on the subtask; the memory keeps its last state
                 memory.update_errors.append(f"memory update: {err}")
             memory_errors, memory.update_errors = memory.update_errors, []
@@ -479,8 +506,8 @@ class Runner:
                     subtask,
                     task,
                     memory,
-                    self.agent,
-                    self.user,
+                    agent,
+                    user,
                     self.judge,
                     self.config,
                     abort=self._abort,
@@ -494,6 +521,7 @@ class Runner:
                     "task_id": task.id,
                     "trial": trial,
                     "task_index": index,
+                    "seed": seed,
                     "memory": self.config.memory_name,
                     **record,
                 }
