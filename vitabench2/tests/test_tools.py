@@ -91,8 +91,8 @@ def test_delivery_order_lifecycle(sample):
     assert ids(env.call("search_delivery_orders", {"user_id": "U_SAMPLE_01", "status": "paid"}), "order_id") == [oid]
     env.call("cancel_delivery_order", {"order_id": oid})
     assert env.state["orders"][oid]["status"] == "cancelled"
-    with pytest.raises(ToolError, match="not in `unpaid` status"):
-        env.call("pay_delivery_order", {"order_id": oid})
+    # official: paying an order that is not unpaid is an answer, not an error
+    assert env.call("pay_delivery_order", {"order_id": oid}) == "Order is not in `unpaid` status."
     with pytest.raises(ToolError, match="not found"):
         env.call(
             "create_delivery_order",

@@ -188,9 +188,10 @@ class BaseTools:
             raise ToolError(f"Order {order_id} is not a {order_type} order")
         return order
 
-    def _pay(self, order: dict) -> str:
+    def _pay(self, order: dict, not_unpaid: str) -> str:
+        """Pay an unpaid order; any other status answers `not_unpaid` (official: an answer, not an error)."""
         if order["status"] != "unpaid":
-            raise ToolError(f"Order {order['order_id']} is not in `unpaid` status (status: {order['status']})")
+            return not_unpaid
         order["status"], order["update_time"] = "paid", self.now
         return "Payment successful"
 

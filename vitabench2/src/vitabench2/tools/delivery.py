@@ -136,7 +136,7 @@ class DeliveryTools(BaseTools):
 
     def pay_delivery_order(self, order_id: str) -> str:
         """Pay an unpaid delivery order."""
-        return self._pay(self._order(order_id, "delivery"))
+        return self._pay(self._order(order_id, "delivery"), "Order is not in `unpaid` status.")
 
     def get_delivery_order_status(self, order_id: str) -> str:
         """Status of a delivery order."""
@@ -163,7 +163,7 @@ class DeliveryTools(BaseTools):
             for o in self.state["orders"].values()
             if o.get("order_type") == "delivery" and o.get("user_id") == str(user_id) and o.get("status") == status
         ]
-        return "\n".join(map(render_order, found)) if found else "No delivery orders available"
+        return "\n".join(render_order(o, products=False) for o in found) if found else "No delivery orders available"
 
     def get_delivery_order_detail(self, order_id: str) -> str:
         """Full details of a delivery order."""

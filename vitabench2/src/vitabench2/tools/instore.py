@@ -48,7 +48,7 @@ class InStoreTools(BaseTools):
         if item_id is not None:
             item = self._record(key, item_id)
             if item.get("customer_id") != str(user_id):
-                raise ToolError(f"{item_id} does not belong to user {user_id}")
+                return f"{model} {item_id} is not belong to user {user_id}."  # the official wording
             return render(model, item)
         found = [r for r in self.state[key].values() if r.get("customer_id") == str(user_id)]
         return (
@@ -103,13 +103,13 @@ class InStoreTools(BaseTools):
 
     def pay_instore_order(self, order_id: str) -> str:
         """Pay an unpaid in-store order."""
-        return self._pay(self._order(order_id, "instore"))
+        return self._pay(self._order(order_id, "instore"), f"Order {order_id} is not in `unpaid` status.")
 
     def instore_cancel_order(self, order_id: str) -> str:
         """Cancel an in-store order."""
         order = self._order(order_id, "instore")
         if order["status"] == "cancelled":
-            raise ToolError(f"Order {order_id} is already cancelled.")
+            return f"Order {order_id} is already cancelled."
         order["status"], order["update_time"] = "cancelled", self.now
         return f"Order {order_id} is cancelled."
 
@@ -140,7 +140,7 @@ class InStoreTools(BaseTools):
         """Pay the deposit of a booking."""
         book = self._record("books", book_id)
         if book["status"] != "unpaid":
-            raise ToolError(f"BookInfo {book_id} is not in `unpaid` status.")
+            return f"BookInfo {book_id} is not in `unpaid` status."
         book["status"], book["update_time"] = "paid", self.now
         return "Payment successful"
 
@@ -148,7 +148,7 @@ class InStoreTools(BaseTools):
         """Cancel a booking."""
         book = self._record("books", book_id)
         if book["status"] == "cancelled":
-            raise ToolError(f"BookInfo {book_id} is already cancelled.")
+            return f"BookInfo {book_id} is already cancelled."
         book["status"], book["update_time"] = "cancelled", self.now
         return f"BookInfo {book_id} is cancelled."
 
@@ -175,7 +175,7 @@ class InStoreTools(BaseTools):
         """Change the time and party size of a reservation (the official tool sets the count it is given)."""
         res = self._record("reservations", reservation_id)
         if res["status"] in ("consumed", "cancelled"):
-            raise ToolError(f"ReservationInfo {reservation_id} is already {res['status']}.")
+            return f"ReservationInfo {reservation_id} is already {res['status']}."
         if int(customer_count) < 0:
             raise ToolError("Number of customers for reservation must be greater than or equal to 0")
         check_time(time)
@@ -186,7 +186,7 @@ class InStoreTools(BaseTools):
         """Cancel a reservation."""
         res = self._record("reservations", reservation_id)
         if res["status"] == "cancelled":
-            raise ToolError(f"ReservationInfo {reservation_id} is already cancelled.")
+            return f"ReservationInfo {reservation_id} is already cancelled."
         res["status"], res["update_time"] = "cancelled", self.now
         return f"ReservationInfo {reservation_id} is cancelled."
 

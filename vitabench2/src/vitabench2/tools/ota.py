@@ -285,23 +285,23 @@ class OTATools(BaseTools):
 
     def pay_hotel_order(self, order_id: str) -> str:
         """Pay a hotel order."""
-        return self._pay(self._order(order_id, "hotel"))
+        return self._pay(self._order(order_id, "hotel"), "Order status must be unpaid")
 
     def pay_attraction_order(self, order_id: str) -> str:
         """Pay an attraction order."""
-        return self._pay(self._order(order_id, "attraction"))
+        return self._pay(self._order(order_id, "attraction"), "Order status must be unpaid")
 
     def pay_flight_order(self, order_id: str) -> str:
         """Pay a flight order."""
-        return self._pay(self._order(order_id, "flight"))
+        return self._pay(self._order(order_id, "flight"), "Order status must be unpaid")
 
     def pay_train_order(self, order_id: str) -> str:
         """Pay a train order."""
-        return self._pay(self._order(order_id, "train"))
+        return self._pay(self._order(order_id, "train"), "Order status must be unpaid")
 
     def pay_taxi_order(self, order_id: str) -> str:
         """Pay a taxi order."""
-        return self._pay(self._order(order_id, "taxi"))
+        return self._pay(self._order(order_id, "taxi"), "Order status must be unpaid")
 
     def search_hotel_order(self, user_id: str, date: str | None = None, status: str | None = "paid") -> str:
         """Hotel orders of a user, filtered by date and status."""
