@@ -128,6 +128,11 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
     """
 
     def __init__(self, model, args, env_config, train_items: list, processing_class=None, callbacks=None):
+        if args.use_vllm and args.vllm_importance_sampling_correction:  # before any model loads
+            raise ValueError(
+                f"{type(self).__name__} does not compute TRL's vLLM importance-sampling ratio (the reference loss "
+                "has none); set vllm_importance_sampling_correction=False."
+            )
         self.env_config = env_config
         self.train_items = train_items
         self.episodes_per_rank = args.per_device_train_batch_size * args.steps_per_generation
@@ -144,11 +149,6 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             processing_class=processing_class,
             callbacks=callbacks,
         )
-        if self.use_vllm and self.vllm_importance_sampling_correction:
-            raise ValueError(
-                f"{type(self).__name__} does not compute TRL's vLLM importance-sampling ratio (the reference loss "
-                "has none); set vllm_importance_sampling_correction=False."
-            )
         if self.episodes_per_rank % self.num_generations != 0:
             raise ValueError(
                 f"per_device_train_batch_size * steps_per_generation = {self.episodes_per_rank} episodes per rank "
