@@ -5,6 +5,7 @@ subtask."""
 
 import json
 
+import pytest
 from test_served import FakeServer, completion, happy, role_of
 
 from vitabench2.backends import OpenAIBackend
@@ -128,3 +129,48 @@ def test_rag_cache_miss_fails_only_its_subtask(tmp_path):
     update, read = missed["backend_error"]
     assert update.startswith("memory update: ") and "no cache file" in update and read.startswith("memory read: ")
     assert all(r["termination"] == "agent_stop" for sid, r in records.items() if sid != "U_SAMPLE_01_T2")
+
+
+def test_memory_kwargs_from_the_cli(tmp_path):
+    server = FakeServer(happy)
+    try:
+        spec = f"openai:fake-model@{server.url}"
+        argv = ["run", "--agent", spec, "--users", "U_SAMPLE_02", "--memory-type", "full_context"]
+        main([*argv, "--memory-kwargs", '{"max_tokens": 50}', "--output", str(tmp_path / "run")])
+        config = json.loads((tmp_path / "run" / "config.json").read_text())
+        assert config["memory_kwargs"] == {"max_tokens": 50}
+        (tmp_path / "kw.json").write_text('{"no_such_option": 1}')
+        with pytest.raises(ValueError, match="unknown options"):
+            main([*argv, "--memory-kwargs", str(tmp_path / "kw.json"), "--output", str(tmp_path / "run2")])
+    finally:
+        server.close()
+
+
+def test_rag_embeddings_through_an_endpoint_and_its_fallbacks():
+    """`embedding_model` embeds through an OpenAI-compatible `/embeddings` endpoint; when it fails, chunks are kept
+    without vectors and the query falls back to keyword overlap (official `RAGMemory`), each failure recorded."""
+    from test_memory import INTERACTIONS, _fake_embed
+
+    from vitabench2.memory import create_memory
+
+    state = {"down": False}
+
+    def reply(body):
+        if state["down"]:
+            return 503, {"error": {"message": "embeddings overloaded"}}
+        data = [{"index": i, "embedding": v} for i, v in enumerate(_fake_embed(body["input"]))]
+        return 200, {"data": data[::-1], "model": body["model"]}  # out of order: sorted by index
+
+    server = FakeServer(reply)
+    try:
+        mem = create_memory("rag", top_k=1, similarity_threshold=0.5, embedding_model=f"fake-embed@{server.url}")
+        mem.update(INTERACTIONS)
+        assert "gym" in mem.read("which hotel has a gym") and "noodles" in mem.read("food, noodles")
+        assert {r["body"]["model"] for r in server.requests} == {"fake-embed"} and mem.update_errors == []
+        state["down"] = True
+        mem.update([{"type": "review", "timestamp": "t", "content": "Quiet rooms matter."}])
+        assert mem.vectors[-1] is None and "embeddings overloaded" in mem.update_errors[0]
+        assert "Quiet rooms" in mem.read("quiet rooms")  # keyword fallback
+        assert mem.update_errors[-1].startswith("memory query embedding: ")
+    finally:
+        server.close()

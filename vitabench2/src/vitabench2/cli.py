@@ -34,6 +34,20 @@ def _csv(text: str | None) -> list[str] | None:
     return [x.strip() for x in text.split(",") if x.strip()] if text else None
 
 
+def _memory_kwargs(text: str | None) -> dict:
+    """`--memory-kwargs`: a JSON object, inline or in a file."""
+    if not text:
+        return {}
+    raw = Path(text).read_text() if Path(text).is_file() else text
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as err:
+        raise SystemExit(f"--memory-kwargs: not a JSON object nor a JSON file ({err}): {text[:200]!r}") from None
+    if not isinstance(value, dict):
+        raise SystemExit(f"--memory-kwargs must be a JSON object, got {type(value).__name__}")
+    return value
+
+
 def redact(argv: list[str]) -> list[str]:
     """The command line with API keys replaced by `***` (it is written to run_info.json)."""
     out, hide = [], False
@@ -109,6 +123,12 @@ def add_run_arguments(run: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--memory-class", default=None, help="dotted path of a BaseMemory subclass")
     m.add_argument("--rag-cache-dir", default=None, help="embeddings written by `vitabench2 rag-cache` (rag_cache)")
+    m.add_argument(
+        "--memory-kwargs",
+        default=None,
+        help="options of the memory as a JSON object or a path to a JSON file, e.g. '{\"top_k\": 4}' (official "
+        "memory.yaml); recorded in config.json",
+    )
     t = run.add_argument_group("tasks")
     t.add_argument(
         "--tasks",
@@ -216,7 +236,9 @@ def cmd_run(args, argv: list[str]) -> None:
     context_length = args.context_length
     if context_length is None and isinstance(specs["agent"], OpenAIBackend):
         context_length = specs["agent"].context_length()
-    memory_kwargs = {"cache_dir": args.rag_cache_dir} if args.rag_cache_dir else {}
+    memory_kwargs = _memory_kwargs(args.memory_kwargs)
+    if args.rag_cache_dir:
+        memory_kwargs["cache_dir"] = args.rag_cache_dir
     config = RunConfig(
         output=args.output,
         agent=args.agent,

@@ -141,8 +141,8 @@ class BaseMemory:
     Tools: `tool_schemas()` lists the READ tools exposed to the agent and `call_tool(name, args)` runs them; the
     defaults expose `read_preference_memory()` and `query_preference_memory(query)`, both backed by `read`.
 
-    An `update` whose model call fails falls back (as the official memories do) and appends the endpoint's message
-    to `update_errors`, which the orchestrator records on the subtask (`backend_error`) and clears.
+    An `update` or `read` whose model call fails falls back (as the official memories do) and appends the endpoint's
+    message to `update_errors`, which the orchestrator records on the subtask (`backend_error`) and clears.
     """
 
     name = "base"
@@ -339,6 +339,42 @@ def embed(texts: list[str]) -> list[list[float]]:
     return out
 
 
+class EndpointEmbedder:
+    """Embeddings from an OpenAI-compatible `/embeddings` endpoint (official: `text-embedding-3-large` through the
+    configured client). A failed request raises [`BackendError`] with the server's message.
+
+    Args:
+        spec (`str`): `MODEL@BASE_URL`, e.g. `text-embedding-3-large@https://api.openai.com/v1`.
+        api_key_env (`str`, *optional*, defaults to `"OPENAI_API_KEY"`): the environment variable holding the key
+            (the key itself never reaches `config.json`).
+        timeout_s (`float`, *optional*, defaults to `120.0`): per request.
+    """
+
+    def __init__(self, spec: str, api_key_env: str = "OPENAI_API_KEY", timeout_s: float = 120.0):
+        import os
+
+        import httpx
+
+        self.model, _, url = spec.partition("@")
+        if not self.model or not url:
+            raise ValueError(f"embedding_model must be 'MODEL@BASE_URL', got {spec!r}")
+        key = os.environ.get(api_key_env)
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self.client = httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout_s)
+
+    def __call__(self, texts: list[str]) -> list[list[float]]:
+        import httpx
+
+        try:
+            resp = self.client.post("/embeddings", json={"model": self.model, "input": texts})
+        except httpx.HTTPError as err:
+            raise BackendError(f"{self.client.base_url} ({self.model}): {type(err).__name__}: {err}") from None
+        if resp.status_code != 200:
+            raise BackendError(f"{self.client.base_url} ({self.model}): HTTP {resp.status_code}: {resp.text[:300]}")
+        data = sorted(resp.json()["data"], key=lambda d: d["index"])
+        return [d["embedding"] for d in data]
+
+
 def split_for_minilm(text: str, max_pieces: int = MINILM_MAX_PIECES) -> list[str]:
     """Cut `text` into consecutive pieces of at most `max_pieces` MiniLM word pieces, so none is truncated."""
     tok, _ = _minilm()
@@ -372,6 +408,10 @@ class RAGMemory(BaseMemory):
         similarity_threshold (`float`, *optional*, defaults to `0.3`): minimum cosine similarity.
         chunk_size (`int`, *optional*, defaults to `512`) / chunk_overlap (`int`, *optional*, defaults to `0`): tokens.
         embed_fn (`callable`, *optional*): texts -> vectors; defaults to the packaged all-MiniLM-L6-v2.
+        embedding_model (`str`, *optional*): `MODEL@BASE_URL` of an OpenAI-compatible embeddings endpoint (the
+            official setting: `text-embedding-3-large`), instead of MiniLM; key from `embedding_api_key_env`.
+            Official fallbacks: chunks whose embedding call fails are kept without a vector, a query whose call
+            fails is answered by keyword overlap; both are recorded in `update_errors`.
     """
 
     name = "rag"
@@ -383,14 +423,20 @@ class RAGMemory(BaseMemory):
         chunk_size: int = 512,
         chunk_overlap: int = 0,
         embed_fn=None,
+        embedding_model: str | None = None,
+        embedding_api_key_env: str = "OPENAI_API_KEY",
         **kwargs,
     ):
         super().__init__(**kwargs)
         if chunk_overlap >= chunk_size:
             raise ValueError(f"chunk_overlap ({chunk_overlap}) must be smaller than chunk_size ({chunk_size})")
+        if embed_fn is not None and embedding_model:
+            raise ValueError(f"{type(self).__name__} takes embed_fn or embedding_model, not both")
         self.top_k, self.threshold = top_k, similarity_threshold
         self.chunk_size, self.chunk_overlap = chunk_size, chunk_overlap
-        self.embed_fn = embed_fn or embed
+        self.embed_fn = embed_fn or (
+            EndpointEmbedder(embedding_model, embedding_api_key_env) if embedding_model else embed
+        )
         self.chunks: list[str] = []
         self.vectors: list[list[float]] = []
         self.summary = ""
@@ -408,8 +454,13 @@ class RAGMemory(BaseMemory):
             return self.read()
         new = [c for i in new_interactions for c in self.chunk(format_interaction(i))]
         if new:
+            try:
+                vectors = self.embed_fn(new)
+            except BackendError as err:  # official: the chunks are kept without embeddings
+                self.update_errors.append(f"memory embeddings: {err}")
+                vectors = [None] * len(new)
             self.chunks += new
-            self.vectors += self.embed_fn(new)
+            self.vectors += vectors
         self.summary = self._summarize(llm)
         return self.summary
 
@@ -430,8 +481,12 @@ class RAGMemory(BaseMemory):
 
     def ranked(self, query: str) -> list[int]:
         """Chunk indices for `query`: cosine >= threshold, best first; else keyword overlap (official fallback)."""
-        q = self.embed_fn([query])[0]
-        scores = [_cosine(q, v) for v in self.vectors]
+        try:
+            q = self.embed_fn([query])[0]
+        except BackendError as err:  # official: keyword search instead
+            self.update_errors.append(f"memory query embedding: {err}")
+            q = None
+        scores = [-1.0 if q is None or v is None else _cosine(q, v) for v in self.vectors]
         hits = sorted((i for i in range(len(self.chunks)) if scores[i] >= self.threshold), key=lambda i: -scores[i])
         if hits:
             return hits

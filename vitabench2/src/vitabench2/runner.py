@@ -310,6 +310,8 @@ def run_subtask(
         termination, failure = Termination.BACKEND_ERROR, f"backend error: {err}"
         backend_errors.append(f"{next_role}: {err}")
         logger.warning("subtask %s of user %s: %s", subtask.subtask_id, task.user_id, failure)
+    backend_errors += memory.update_errors  # reads that fell back (a failed query embedding), memory tools included
+    memory.update_errors = []
     record = {
         "subtask_id": subtask.subtask_id,
         "domain": subtask.domain,
