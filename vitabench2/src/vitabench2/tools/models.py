@@ -13,7 +13,9 @@ through these pydantic models, so every field they do not declare (`shop_type`, 
 
 # Model -> its declared fields in the official print order: (field, printed label, kind). Kinds: "str", "float" and
 # "int" (pydantic coerces the value), "list" (printed as a Python list), "any" (kept as is), a model name (nested),
-# "[Model]" (a list of that model). Fields with label None are declared but not printed.
+# "[Model]" (a list of that model), "LocationStr" (a `Location` the OTA models print with pydantic's default `str`,
+# `address='...' longitude=... latitude=...`, where the others print its `__repr__`). Fields with label None are
+# declared but not printed.
 _S, _F, _I, _L = "str", "float", "int", "list"
 _SEAT_PRODUCT = (
     ("seat_type", "seat_type", _S),
@@ -90,7 +92,7 @@ MODELS: dict[str, tuple] = {
         ("hotel_name", "hotel_name", _S),
         ("score", "score", _F),
         ("star_rating", "star_rating", _I),
-        ("location", "location", "Location"),
+        ("location", "location", "LocationStr"),
         ("tags", "tags", _L),
         ("products", "products", "[HotelProduct]"),
         ("store_id", None, _S),
@@ -98,7 +100,7 @@ MODELS: dict[str, tuple] = {
     "Attraction": (
         ("attraction_id", "attraction_id", _S),
         ("attraction_name", "attraction_name", _S),
-        ("location", "location", "Location"),
+        ("location", "location", "LocationStr"),
         ("description", "description", _S),
         ("score", "score", _F),
         ("opening_hours", "opening_hours", _S),
@@ -111,8 +113,8 @@ MODELS: dict[str, tuple] = {
         ("flight_number", "flight_number", _S),
         ("departure_city", "departure_city", _S),
         ("arrival_city", "arrival_city", _S),
-        ("departure_airport_location", "departure_airport_location", "Location"),
-        ("arrival_airport_location", "arrival_airport_location", "Location"),
+        ("departure_airport_location", "departure_airport_location", "LocationStr"),
+        ("arrival_airport_location", "arrival_airport_location", "LocationStr"),
         ("departure_time", "departure_time", _S),
         ("arrival_time", "arrival_time", _S),
         ("tags", "tags", _L),
@@ -124,8 +126,8 @@ MODELS: dict[str, tuple] = {
         ("train_number", "train_number", _S),
         ("departure_city", "departure_city", _S),
         ("arrival_city", "arrival_city", _S),
-        ("departure_station_location", "departure_station_location", "Location"),
-        ("arrival_station_location", "arrival_station_location", "Location"),
+        ("departure_station_location", "departure_station_location", "LocationStr"),
+        ("arrival_station_location", "arrival_station_location", "LocationStr"),
         ("departure_time", "departure_time", _S),
         ("arrival_time", "arrival_time", _S),
         ("tags", "tags", _L),
@@ -136,8 +138,8 @@ MODELS: dict[str, tuple] = {
         ("taxi_id", "taxi_id", _S),
         ("taxi_type", "taxi_type", _S),
         ("platform", "platform", _S),
-        ("departure_location", "departure_location", "Location"),
-        ("arrival_location", "arrival_location", "Location"),
+        ("departure_location", "departure_location", "LocationStr"),
+        ("arrival_location", "arrival_location", "LocationStr"),
         ("estimated_duration", "estimated_duration", _S),
         ("estimated_price", "estimated_price", _F),
         ("tags", "tags", _L),
@@ -238,8 +240,8 @@ def declared(model: str, obj):
             value = ", ".join(map(str, value))
         elif kind.startswith("[") and isinstance(value, list):
             value = [declared(kind[1:-1], v) for v in value]
-        elif kind in MODELS:
-            value = declared(kind, value)
+        elif kind in MODELS or kind == "LocationStr":
+            value = declared("Location", value) if kind == "LocationStr" else declared(kind, value)
         out[field] = value
     return out
 
@@ -256,9 +258,18 @@ def declared_state(environment: dict) -> dict:
     return out
 
 
+# Declared fields the header (`__str__`) leaves out although the full form prints them (official
+# `Attraction.__str__` stops at `opening_hours`).
+HEADER_OMITS = {("Attraction", "ticket_price")}
+
+
 def _value(kind: str, value) -> str:
     if kind == "Location" and isinstance(value, dict):
         return f"{value.get('address', '')} longitude:{value.get('longitude')},latitude:{value.get('latitude')}"
+    if kind == "LocationStr" and isinstance(value, dict):
+        return (
+            f"address={value.get('address', '')!r} longitude={value.get('longitude')} latitude={value.get('latitude')}"
+        )
     return str(value)
 
 
@@ -267,7 +278,7 @@ def render(model: str, obj: dict, products: bool = False) -> str:
     `__repr__` that appends each product's repr on its own line."""
     parts, items = [], ""
     for field, label, kind in MODELS[model]:
-        if label is None:
+        if label is None or (not products and (model, field) in HEADER_OMITS):
             continue
         if kind.startswith("["):
             if products:
