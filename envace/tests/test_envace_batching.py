@@ -1,31 +1,31 @@
-"""One rollout -> one optimizer step: every row of the rollout is trained exactly once, in `gradient_accumulation_steps`
-micro-batches whose loss normaliser is the step's real-token count; with `model_sharing=false` the caller rows go
-to the policy and the rehearsal rows train the separate model (official `run_checklist_noshare.sh`).
+"""One rollout -> one optimizer step: every row of the rollout is trained exactly once, in
+`gradient_accumulation_steps` micro-batches whose loss normaliser is the step's real-token count, and TRL's loss is
+divided by exactly that count; with `model_sharing=false` the caller rows go to the policy and the rehearsal rows
+train the separate model (official `run_checklist_noshare.sh`), whose weights and optimizer state go through every
+checkpoint and back on resume.
 
 Generation is scripted (`scripted.ScriptedPolicy`) so that rewards vary and both roles produce rows."""
 
-import json
-
 import pytest
 import torch
-from datasets import Dataset
 from scripted import ScriptedPolicy
 from transformers import AutoTokenizer
 
+import agentrl_shared.trainer
 import envace.trainer
+from agentrl_shared.cadence import GroupedTaskSampler
 from agentrl_shared.models import model_path
 from envace.cli import _tasks, load
-from envace.data import generate_tasks
-from envace.trainer import EnvACETrainer
+from envace.trainer import SIMULATOR_DIR, SIMULATOR_OPTIMIZER, EnvACETrainer, RolloutBlockSampler
 
 
-def build(tmp_path, monkeypatch, *overrides):
+def build(tmp_path, monkeypatch, *overrides, policies=None):
     cfg = load("smoke", [f"trainer.output_dir={tmp_path}", *overrides])
     args, env = cfg["trainer"], cfg["env"]
     path = model_path(cfg["model"].name_or_path)
     tok = AutoTokenizer.from_pretrained(path, padding_side="left")
-    tasks = generate_tasks(8, seed=0)
-    policies = {}
+    tasks = _tasks(cfg, "train")
+    policies = {} if policies is None else policies
 
     def scripted(role):
         def make(trainer):
@@ -34,14 +34,12 @@ def build(tmp_path, monkeypatch, *overrides):
 
         return make
 
-    monkeypatch.setattr(envace.trainer, "trainer_generate_fn", scripted("policy"))
+    monkeypatch.setattr(agentrl_shared.trainer, "trainer_generate_fn", scripted("policy"))
     monkeypatch.setattr(envace.trainer, "simulator_generate_fn", scripted("simulator"))
-    dataset = Dataset.from_list(
-        [{"prompt": t["user_turns"][0], "task_json": json.dumps(t)} for t in _tasks(cfg, "train")]
-    )
-    trainer = EnvACETrainer(path, args, env, dataset, processing_class=tok)
+    trainer = EnvACETrainer(path, args, env, tasks, processing_class=tok)
     trainer.model.train()  # as inside `train()`: loss metrics go to the train log
     trainer.current_gradient_accumulation_steps = args.gradient_accumulation_steps  # set by the HF training loop
+    trainer.create_optimizer_and_scheduler(args.max_steps)  # so is the rollout-counted schedule a rollout reads
     collected = []
     collect = trainer.collector.collect
 
@@ -50,7 +48,7 @@ def build(tmp_path, monkeypatch, *overrides):
         return collected[-1]
 
     trainer.collector.collect = spy
-    batch = [{"prompt": t["user_turns"][0], "task_json": json.dumps(t)} for t in tasks[:2] for _ in range(2)]
+    batch = [{"task_index": i} for i in (0, 1) for _ in range(2)]  # 2 groups of G = 2, as the sampler yields them
     return trainer, batch, collected, policies
 
 
@@ -68,16 +66,41 @@ def real_rows(micro_batches) -> list[tuple]:
 
 def test_rollout_trains_every_row_once_in_one_step(tmp_path, monkeypatch):
     trainer, batch, collected, _ = build(tmp_path, monkeypatch)
+    assert trainer.args.max_steps == trainer.args.num_rollouts  # one optimizer step per rollout
     micro_batches = trainer._rollout_micro_batches(batch)
     rows = [r for t in collected[0] for r in t.rows]
     assert {r.role for r in rows} == {"caller", "simulator"}
     assert len(micro_batches) == trainer.args.gradient_accumulation_steps  # one optimizer step
-    expected = sorted((tuple(r.prompt_ids), tuple(r.completion_ids)) for r in rows if not r.failed)
+    expected = sorted((tuple(r.prompt_ids), tuple(r.completion_ids)) for r in rows)
     assert sorted(real_rows(micro_batches)) == expected  # every row once, no duplicates, none dropped
-    tokens = sum(len(r.completion_ids) for r in rows if not r.failed)
-    for b in micro_batches:  # dapo normaliser = the step's real tokens (1 rank; steps_per_generation = GA here)
-        assert b["num_items_in_batch"].item() == tokens
+    tokens = sum(len(r.completion_ids) for r in rows)
+    for b in micro_batches:  # the step's real tokens (1 rank)
+        assert b["token_normalizer"].item() == tokens
     assert torch.cat([b["advantages"] for b in micro_batches]).abs().sum() > 0  # rewards varied within groups
+    logged = trainer._metrics["train"]
+    assert logged["rollout/rows"] == [float(len(rows))] and logged["env/num_episodes"] == [4.0]
+    assert logged["rollout/generated_tokens"] == [float(tokens)]
+    assert logged["rollout/micro_batch_rows"] == [float(max(b["prompt_ids"].size(0) for b in micro_batches))]
+
+
+@pytest.mark.parametrize("steps_per_generation, accumulation, step_tokens", [(2, 2, 37), (1, 4, 37), (1, 4, 2)])
+def test_loss_is_the_steps_token_sum_over_its_token_count(tmp_path, monkeypatch, steps_per_generation, accumulation,
+                                                          step_tokens):  # fmt: skip
+    """At theta_old = theta the PPO-clip per-token loss is -A, so the micro-batch loss must be
+    -sum_rows A_row * tokens_row / step_tokens whatever TRL's generation-batch bookkeeping (steps_per_generation,
+    gradient accumulation) and its clamp of `num_items_in_batch` at 1 (last case: 2 tokens * 1 / 4 < 1)."""
+    trainer, *_ = build(tmp_path, monkeypatch)
+    trainer.args.steps_per_generation, trainer.current_gradient_accumulation_steps = steps_per_generation, accumulation
+    batch = {
+        "prompt_ids": torch.tensor([[5, 6, 7], [0, 8, 9]]),
+        "prompt_mask": torch.tensor([[1, 1, 1], [0, 1, 1]]),
+        "completion_ids": torch.tensor([[11, 12, 13, 14], [15, 16, 0, 0]]),
+        "completion_mask": torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]]),
+        "advantages": torch.tensor([0.5, -2.0]),
+        "token_normalizer": torch.tensor(float(step_tokens)),  # 1 rank: the step's real tokens
+    }
+    loss = trainer._compute_loss(trainer.model, batch)
+    assert loss.item() == pytest.approx(-(0.5 * 4 - 2.0 * 2) / step_tokens, rel=1e-6)
 
 
 def test_no_share_trains_the_rehearsal_model_on_rehearsal_rows_only(tmp_path, monkeypatch):
@@ -85,8 +108,17 @@ def test_no_share_trains_the_rehearsal_model_on_rehearsal_rows_only(tmp_path, mo
     assert trainer.simulator is not None and trainer.simulator is not trainer.model
     policy_before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
     sim_before = {k: v.clone() for k, v in trainer.simulator.state_dict().items()}
+    seen = []
+    train_simulator = trainer._train_simulator
+
+    def spy(rows, advantages):
+        seen.append({r.role for r in rows})
+        return train_simulator(rows, advantages)
+
+    trainer._train_simulator = spy
     micro_batches = trainer._rollout_micro_batches(batch)
     rows = [r for t in collected[0] for r in t.rows]
+    assert seen == [{"simulator"}]  # its step is computed from the rehearsal rows alone
     assert policies["simulator"].calls["simulator"] > 0 and policies["simulator"].calls["caller"] == 0
     assert policies["policy"].calls["simulator"] == 0
     # the policy's step gets exactly the caller rows
@@ -101,20 +133,43 @@ def test_no_share_trains_the_rehearsal_model_on_rehearsal_rows_only(tmp_path, mo
     assert "simulator/entropy" in logged and "entropy" not in logged  # its loss metrics are kept apart
 
 
-def test_no_share_rehearsal_model_sees_only_rehearsal_rows(tmp_path, monkeypatch):
-    """Zero advantages on every caller row must leave the rehearsal model's update unchanged: its step is computed
-    from the rehearsal rows alone."""
-    trainer, batch, collected, _ = build(tmp_path, monkeypatch, "trainer.model_sharing=false")
-    seen = []
-    plan = trainer._plan
+def test_no_share_rehearsal_model_and_its_optimizer_round_trip_through_a_checkpoint(tmp_path, monkeypatch):
+    """A one-rollout no-share run saves `checkpoint-1` (the last rollout is always saved); resuming from it restores
+    the trained rehearsal model and its AdamW moments, not the initial weights and an empty optimizer."""
+    overrides = ["trainer.model_sharing=false", "trainer.num_rollouts=1", "trainer.save_strategy=steps",
+                 "trainer.save_steps=5"]  # fmt: skip
+    trainer, *_ = build(tmp_path, monkeypatch, *overrides)
+    trainer.train()
+    checkpoint = tmp_path / "checkpoint-1"
+    assert (checkpoint / SIMULATOR_DIR / "config.json").exists()
+    assert (checkpoint / SIMULATOR_DIR / SIMULATOR_OPTIMIZER).exists()
+    trained = {k: v.clone() for k, v in trainer.simulator.state_dict().items()}
+    moments = trainer.simulator_optimizer.state_dict()["state"]
+    assert moments and all(s["step"] == 1 for s in moments.values())
 
-    def spy(rows, advantages, seed):
-        seen.append({r.role for r in rows})
-        return plan(rows, advantages, seed)
+    resumed, *_ = build(tmp_path, monkeypatch, *overrides, f"trainer.resume_from_checkpoint={checkpoint}")
+    initial = {k: v.clone() for k, v in resumed.simulator.state_dict().items()}
+    assert any(not torch.equal(initial[k], trained[k]) for k in trained)  # a fresh copy starts elsewhere
+    resumed.train(resume_from_checkpoint=str(checkpoint))  # nothing left to train: it only loads
+    assert resumed.rollouts_done == 1
+    assert all(torch.equal(v, trained[k]) for k, v in resumed.simulator.state_dict().items())
+    state = resumed.simulator_optimizer.state_dict()["state"]
+    assert state.keys() == moments.keys()
+    for i, s in moments.items():
+        assert all(torch.equal(s[key], state[i][key]) for key in ("step", "exp_avg", "exp_avg_sq"))
 
-    trainer._plan = spy
-    trainer._rollout_micro_batches(batch)
-    assert seen == [{"simulator"}, {"caller"}]
+
+def test_one_epoch_of_rollouts_plays_every_task_once():
+    """8 tasks, G = 2, 4 episodes per rollout over all ranks, 3 data batches per optimizer step (GA): the blocks the
+    rollouts play (every GA-th) cover each task exactly G times in 4 rollouts, the next 4 rollouts again."""
+    sampler = RolloutBlockSampler(GroupedTaskSampler(8, 2, seed=0, num_samples=8 * 4), block=4, repeat=3)
+    stream = list(sampler)
+    assert len(stream) == len(sampler) == 8 * 4 * 3
+    blocks = [stream[k : k + 4] for k in range(0, len(stream), 4)]
+    assert all(blocks[k] == blocks[k - k % 3] for k in range(len(blocks)))  # a rollout's GA batches are one block
+    played = blocks[::3]  # what the rollouts play
+    for epoch in (played[:4], played[4:]):
+        assert sorted(i for block in epoch for i in block) == sorted(list(range(8)) * 2)
 
 
 def test_no_share_refuses_deepspeed(tmp_path, monkeypatch):

@@ -28,6 +28,7 @@ def test_paper_defaults():
     assert c.entropy_coef == 0.0 and c.num_iterations == 1 and c.max_grad_norm == 1.0
     assert c.tool_return_mode == "agent" and c.model_sharing and c.chat_template_kwargs == {"enable_thinking": True}
     assert c.judge_temperature == 0.6 and c.judge_top_p == 0.8 and c.judge_max_tokens == 6000
+    assert c.num_rollouts == 470 and c.micro_batch_rows is None and c.max_steps == -1  # one epoch, derived sizes
 
 
 @pytest.mark.parametrize(
@@ -37,6 +38,9 @@ def test_paper_defaults():
         (["trainer.judge=endpoint"], "judge_url"),
         (["trainer.tool_return_mode=external"], "external_simulator_url"),
         (["trainer.num_iterations=2"], "one optimizer step per rollout"),
+        (["trainer.max_steps=3"], "set trainer.num_rollouts instead"),
+        (["trainer.micro_batch_rows=2"], "sizes each rollout's forwards itself"),
+        (["trainer.loss_type=bnpo"], "set loss_type=dapo"),
         (["trainer.no_such_key=1"], "Valid EnvACEConfig keys"),
         (["env.source=web"], "Unknown env.source"),
     ],

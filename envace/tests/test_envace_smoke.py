@@ -1,9 +1,9 @@
 """The CLI trains two optimizer steps on CPU with a tiny model, plain and under DeepSpeed ZeRO-3; every parameter moves.
 
-Generation is scripted (`scripted.ScriptedPolicy` in place of the trainer's generate, as TRL's own tests patch
-`generate`): a random tiny model never emits a tool call, so every reward would be 0 and no gradient would flow. Half
-of the scripted answers are garbage so that rewards vary within groups. Everything else is the real trainer: the
-two-role rollout, the rule judge, role-wise advantages, TRL's loss and optimizer.
+Generation is scripted (`scripted.ScriptedPolicy` in place of the shared trainer's generate, as TRL's own tests
+patch `generate`): a random tiny model never emits a tool call, so every reward would be 0 and no gradient would
+flow. Half of the scripted answers are garbage so that rewards vary within groups. Everything else is the real
+trainer: the two-role rollout, the rule judge, role-wise advantages, TRL's loss and optimizer.
 """
 
 import json
@@ -12,7 +12,7 @@ from importlib.resources import files
 import pytest
 from scripted import ScriptedPolicy
 
-import envace.trainer
+import agentrl_shared.trainer
 from agentrl_shared.models import tiny_qwen3
 from agentrl_shared.smoke import changed_parameters, zero3_single_process
 from envace.cli import main
@@ -28,7 +28,7 @@ def scripted_generation(monkeypatch):
         policies.append(ScriptedPolicy(trainer.processing_class, tasks, garbage=0.5, seed=len(policies)))
         return policies[-1]
 
-    monkeypatch.setattr(envace.trainer, "trainer_generate_fn", fake)
+    monkeypatch.setattr(agentrl_shared.trainer, "trainer_generate_fn", fake)
     return policies
 
 

@@ -30,7 +30,6 @@ METHODS = {"caller_only_real": ["trainer.tool_return_mode=real"], "envace": []}
 
 def run(method: str, steps: int, config: str, model: str | None = None) -> dict:
     """Train `steps` rollouts of `method`; per-step seconds, generated tokens and seconds per token (first dropped)."""
-    from datasets import Dataset
     from transformers import AutoTokenizer
 
     from agentrl_shared.models import model_path
@@ -39,14 +38,13 @@ def run(method: str, steps: int, config: str, model: str | None = None) -> dict:
     from .trainer import EnvACETrainer
 
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = load(config, [*METHODS[method], f"trainer.max_steps={steps}", f"trainer.output_dir={tmp}",
+        cfg = load(config, [*METHODS[method], f"trainer.num_rollouts={steps}", f"trainer.output_dir={tmp}",
                             "env.eval_every=0", *([f"model.name_or_path={model}"] if model else [])])  # fmt: skip
         args, env = cfg["trainer"], cfg["env"]
         path = model_path(cfg["model"].name_or_path)
         args.model_init_kwargs = {"dtype": cfg["model"].dtype, **(args.model_init_kwargs or {})}
         tok = AutoTokenizer.from_pretrained(path, padding_side="left")
-        data = [{"prompt": t["user_turns"][0], "task_json": json.dumps(t)} for t in _tasks(cfg, "train")]
-        trainer = EnvACETrainer(path, args, env, Dataset.from_list(data), processing_class=tok)
+        trainer = EnvACETrainer(path, args, env, _tasks(cfg, "train"), processing_class=tok)
         t0 = time.perf_counter()
         trainer.train()
         wall = time.perf_counter() - t0

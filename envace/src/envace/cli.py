@@ -28,9 +28,12 @@ from agentrl_shared.cli import (
     resume_args,
     run_command,
     run_folder,
+    run_training,
     seeds_arg,
     set_model_init_kwargs,
     setup_logging,
+    training_payload,
+    warn_launch_size,
 )
 from agentrl_shared.offline import set_offline_env
 
@@ -76,7 +79,7 @@ def headline(cfg: dict) -> str:
     t = cfg["trainer"]
     return (f"source={cfg['env'].source} model={cfg['model'].name_or_path} lr={t.learning_rate} "
             f"tool_return_mode={t.tool_return_mode} model_sharing={t.model_sharing} judge={t.judge} beta={t.beta} "
-            f"G={t.num_generations} max_steps={t.max_steps}")  # fmt: skip
+            f"G={t.num_generations} num_rollouts={t.num_rollouts}")  # fmt: skip
 
 
 def _tasks(cfg: dict, split: str) -> list[dict]:
@@ -109,15 +112,15 @@ def trajectory_record(t, seed: int) -> dict:
 
 
 def train(cfg: dict, method: str = "run", output: Path = Path("runs/envace")) -> dict:
-    """Train one configuration, then evaluate it on the fixed panel; returns the results payload."""
+    """Train one configuration, then evaluate it on the fixed panel (`agentrl_shared.cli.run_training`: every
+    evaluation on every rank); returns the results payload (on every rank; files are written by the main process)."""
     import torch
-    from datasets import Dataset
-    from transformers import AutoTokenizer, TrainerCallback
+    from transformers import AutoTokenizer
 
     from agentrl_shared.evaluation import write_results
     from agentrl_shared.models import model_path
 
-    from .trainer import EnvACETrainer, make_collector
+    from .trainer import SIMULATOR_DIR, EnvACETrainer, make_collector
 
     args, env, model_cfg = cfg["trainer"], cfg["env"], cfg["model"]
     out = run_folder(args, output, run_name(cfg, method))
@@ -126,63 +129,25 @@ def train(cfg: dict, method: str = "run", output: Path = Path("runs/envace")) ->
     path = model_path(model_cfg.name_or_path)
     set_model_init_kwargs(args, model_cfg)
     tok = AutoTokenizer.from_pretrained(path, padding_side="left")
-    dataset = Dataset.from_list(
-        [{"prompt": t["user_turns"][0], "task_json": json.dumps(t)} for t in _tasks(cfg, "train")]
-    )
     panel, seeds = _tasks(cfg, "eval"), env.eval_seeds
-    curve: list[dict] = []
-    curve_path = out / "eval_curve.jsonl"
 
-    def evaluate(trainer, step: int) -> dict:
+    def evaluate(trainer) -> dict:
         collector = make_collector(args, env, tok, env.eval_tool_return_mode)
         records = []
-        for seed in seeds:
+        for seed in seeds:  # one pass over the panel per seed (val_n), seeded alike on every rank
             torch.manual_seed(seed)
             records += [trajectory_record(t, seed) for t in trainer.evaluate_panel(panel, [seed], collector)]
-        summary = summarize(records, seeds)
-        point = {"step": step, "rollouts": trainer.rollouts_done, **summary}
-        if trainer.accelerator.is_main_process:
-            curve.append(point)
-            append_jsonl(curve_path, point)
-            logger.info(f"eval after {trainer.rollouts_done} rollouts: reward {summary['reward_mean']:.3f} "
-                        f"success {summary['success_mean']:.3f}")  # fmt: skip
-        return summary
+        return summarize(records, seeds)
 
-    class PanelEval(TrainerCallback):
-        """Evaluate every `env.eval_every` rollouts on the panel (verl `trainer.test_freq`)."""
-
-        def on_step_end(self, targs, state, control, **kwargs):
-            if env.eval_every and state.global_step % env.eval_every == 0:
-                evaluate(trainer, state.global_step)
-
-    trainer = EnvACETrainer(path, args, env, dataset, processing_class=tok, callbacks=[PanelEval()])
-    if trainer.accelerator.is_main_process and curve_path.exists():
-        curve_path.unlink()
-    t0 = time.perf_counter()
-    if env.eval_every:
-        evaluate(trainer, 0)
-    trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
-    train_s = time.perf_counter() - t0
+    trainer = EnvACETrainer(path, args, env, _tasks(cfg, "train"), processing_class=tok)
+    warn_launch_size(cfg, trainer)
+    run = run_training(trainer, evaluate, lambda s: f"reward {s['reward_mean']:.3f} success {s['success_mean']:.3f}",
+                       out, eval_every=env.eval_every, eval_before_train=env.eval_before_train,
+                       resume_from_checkpoint=args.resume_from_checkpoint)  # fmt: skip
     trainer.save_model(str(out / "final"))  # weights stay under the run's folder
     if trainer.simulator is not None and trainer.accelerator.is_main_process:  # no-share: the rehearsal model too
-        trainer.simulator.save_pretrained(out / "final" / "simulator")
-    final = curve[-1] if curve and curve[-1]["step"] == trainer.state.global_step else None
-    summary = final if final is not None else evaluate(trainer, trainer.state.global_step)
-    payload = {
-        "method": method,
-        "source": env.source,
-        "model": model_cfg.name_or_path,
-        "seed": args.seed,
-        "eval_seeds": seeds,
-        "train_seconds": train_s,
-        "steps": trainer.state.global_step,
-        "rollouts": trainer.rollouts_done,
-        "final": {k: v for k, v in summary.items() if k not in ("step", "rollouts")},
-        "curve": curve,
-        "log_history": trainer.state.log_history,
-        "config": resolved,
-        "torch_threads": torch.get_num_threads(),
-    }
+        trainer.simulator.save_pretrained(out / "final" / SIMULATOR_DIR)
+    payload = {**training_payload(trainer, cfg, resolved, method, seeds, run), "source": env.source}
     if trainer.accelerator.is_main_process:
         write_results(out / "results.json", payload)
     return payload

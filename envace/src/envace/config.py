@@ -43,6 +43,15 @@ class EnvACEConfig(GRPOConfig):
         tts_budget (`int`, *optional*, defaults to `4`): private rehearsals N before the committed execution at test
             time (`envace eval --tts parallel|sequential`); the paper does not give N, 4 matches `val_n`.
 
+        num_rollouts (`int`, *optional*, defaults to `470`): training length in rollouts, one optimizer step each
+            (`trainer.total_epochs=1` over the RL set: 470 x 16 prompts = 7520 tasks); the learning-rate schedule and
+            checkpoints count rollouts too. `max_steps` is derived from it and must not be set.
+        micro_batch_rows (`int`, *optional*): derived, must not be set. EnvACE sizes each rollout's forwards itself
+            (`EnvACETrainer._micro_rows`: ceil(ceil(rows / world) / gradient_accumulation_steps) rows per forward,
+            so that the rollout is exactly one optimizer step); the trainer sets this field to the largest size a
+            rollout can need (episodes per rank x most rows per episode / `gradient_accumulation_steps`, rounded up),
+            which is what [`~agentrl_shared.trainer.MultiTurnGRPOTrainer`] bounds the HF loop's `max_steps` with.
+
     Batching: a rollout plays `per_device_train_batch_size * steps_per_generation` episodes per rank and makes one
     optimizer step over all its rows (`use_adaptive_ppo_mini_batch_size=True`, `ppo_mini_update_num=1`) in
     `gradient_accumulation_steps` forwards per rank of ceil(rows on the fullest rank / gradient_accumulation_steps) rows
@@ -65,6 +74,10 @@ class EnvACEConfig(GRPOConfig):
     judge_retries: int = field(default=3, metadata={"help": "Tries per judge request before it counts as failed."})
     terminate_on_judge_failure: bool = field(default=True, metadata={"help": "Official: judge failure ends it."})
     tts_budget: int = field(default=4, metadata={"help": "Test-time rehearsals N per task (val_n=4; paper: N n/a)."})
+    num_rollouts: int = field(default=470, metadata={"help": "Training length in rollouts. Paper: 470 (one epoch)."})
+    micro_batch_rows: int | None = field(
+        default=None, metadata={"help": "Derived by the trainer (rows per forward are sized per rollout); not set."}
+    )
 
     # --- re-defaulted GRPOConfig fields (run_checklist_share.sh, verl ppo_trainer.yaml) ---
     learning_rate: float = field(default=1e-6, metadata={"help": "actor.optim.lr=1e-6 for both roles, constant."})
@@ -96,10 +109,27 @@ class EnvACEConfig(GRPOConfig):
     report_to: str | list[str] | None = field(default="none", metadata={"help": "W&B etc. are opt-in."})
 
     def __post_init__(self):
+        if self.max_steps > 0:
+            raise ValueError(
+                f"max_steps={self.max_steps} is set, but EnvACE counts training in rollouts (one optimizer step "
+                "each); set trainer.num_rollouts instead (paper: 470)."
+            )
+        if self.micro_batch_rows is not None:
+            raise ValueError(
+                f"micro_batch_rows={self.micro_batch_rows} is set, but EnvACE sizes each rollout's forwards itself "
+                "(ceil(rows per rank / gradient_accumulation_steps) rows, one optimizer step per rollout); set "
+                "trainer.gradient_accumulation_steps to bound the rows per forward."
+            )
         super().__post_init__()
         if self.tool_return_mode not in TOOL_RETURN_MODES:
             raise ValueError(
                 f"Unknown tool_return_mode {self.tool_return_mode!r}; valid: {', '.join(TOOL_RETURN_MODES)}."
+            )
+        if self.loss_type != "dapo":
+            # the trainer feeds TRL's dapo branch the step's token count (`EnvACETrainer._compute_loss`)
+            raise ValueError(
+                f"loss_type={self.loss_type!r}: EnvACE's loss is the token-mean over each optimizer step's tokens "
+                "(loss_agg_mode=token-mean), TRL's dapo; set loss_type=dapo."
             )
         if self.judge not in JUDGES:
             raise ValueError(f"Unknown judge {self.judge!r}; valid: {', '.join(JUDGES)}.")
@@ -137,6 +167,8 @@ class EnvConfig:
         eval_episodes (`int`): fixed panel (the first N eval tasks).
         eval_seeds (`list[int]`): one pass over the panel per seed (`val_n=4` samples per prompt in the paper).
         eval_every (`int`): evaluate every N rollouts (`trainer.test_freq=10`); 0 = off.
+        eval_before_train (`bool`): with `eval_every`, also evaluate before the first rollout (verl
+            `trainer.val_before_train`, default on).
         eval_tool_return_mode (`str`): tool responses at evaluation: `real` (committed execution) by default.
     """
 
@@ -160,6 +192,7 @@ class EnvConfig:
     eval_episodes: int = 100
     eval_seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3])
     eval_every: int = 10
+    eval_before_train: bool = True
     eval_tool_return_mode: str = "real"
 
     def __post_init__(self):
@@ -167,6 +200,12 @@ class EnvConfig:
             raise ValueError(f"Unknown env.source {self.source!r}; valid: generated, file.")
         if self.eval_tool_return_mode not in TOOL_RETURN_MODES:
             raise ValueError(f"Unknown env.eval_tool_return_mode {self.eval_tool_return_mode!r}.")
+
+    @property
+    def name(self) -> str:
+        """The task family, as the shared results payload names environments: `tooltasks` (generated tool tasks) or
+        `checklist` (the official checklist files)."""
+        return "tooltasks" if self.source == "generated" else "checklist"
 
 
 @dataclass

@@ -9,7 +9,10 @@ it and the next reference user message is replayed (no user simulator in trainin
 by the completion ids and the template's tokens of the appended messages, never re-tokenised), rehearsal rows have the
 rehearsal prompt. A rehearsed response that later sits in the caller's context is prompt there, never loss: it is
 trained only through the rehearsal row that generated it. Same lock-step pattern as `agentrl_shared.rollout`: each
-phase makes one batched generation call, and all ranks call (with a dummy prompt) while any rank has work.
+phase (caller, rehearsal) makes one batched generation call on every rank while any rank has work in it, with as many
+prompts as `prompt_count` says (`MultiTurnGRPOTrainer._prompt_count`: the rank's own count, one dummy on a rank
+without work, or the maximum over ranks where TRL's vLLM server / tensor-parallel path hands results back by rank
+offset); the dummies' completions are dropped.
 """
 
 import json
@@ -211,30 +214,41 @@ class RehearsalCollector:
 
     # --- the loop ---
     def collect(self, tasks: list[dict], group_ids: list[int], generate: GenerateFn,
-                generate_simulator: GenerateFn | None = None, sync_active: Callable[[int], int] = lambda n: n,
+                generate_simulator: GenerateFn | None = None, prompt_count: Callable[[int], int] = lambda n: n,
                 episode_offset: int = 0) -> list[Trajectory]:  # fmt: skip
         """Play one episode per task. `generate` serves the caller, `generate_simulator` the rehearsal role (default:
-        the same policy). `sync_active(n)` sums `n` over ranks so that all ranks make the same generation calls."""
+        the same policy). `prompt_count(n)` is how many prompts this rank sends in a phase where it has `n` (0: no
+        rank has any, the phase is skipped on every rank); it is called twice per round on every rank (once in
+        `real`/`external` mode, which has no rehearsal phase), and the loop ends on the round in which no rank had
+        work in either phase, so every rank makes the same generation calls."""
         generate_simulator = generate_simulator or generate
         trajs = []
         for i, (task, g) in enumerate(zip(tasks, group_ids, strict=True)):
             messages, ids = self._initial_ids(task)
             trajs.append(Trajectory(task, g, episode_offset + i, messages=messages, caller_ids=ids,
                                     turn_start=len(messages) - 1))  # fmt: skip
-        dummy = [[self.tok.pad_token_id]]
-        while sync_active(sum(t.state != "TERMINATED" for t in trajs)) > 0:
+        pad = self.tok.pad_token_id
+        while True:
             for t in trajs:  # LENGTH_EXCEEDED: caller context + max response >= max_model_len
                 if t.state == "AWAIT_CALLER" and len(t.caller_ids) + self.max_completion_length >= self.max_model_len:
                     t.stop_reason = "length_exceeded"
             callers = [t for t in trajs if t.state == "AWAIT_CALLER"]
-            if sync_active(len(callers)) > 0:
+            n_caller_prompts = prompt_count(len(callers))
+            if n_caller_prompts > 0:
+                prompts = [t.caller_ids[-self.max_prompt_length :] for t in callers]
                 t0 = time.perf_counter()
-                out, logps = generate([t.caller_ids[-self.max_prompt_length :] for t in callers] or dummy)
+                # dummies pad the list to the count; their completions (beyond len(callers)) are dropped
+                out, logps = generate(prompts + [[pad]] * (n_caller_prompts - len(prompts)))
                 self.timings["generate_caller_s"] += time.perf_counter() - t0
                 for k, t in enumerate(callers):
                     self._caller_step(t, out[k], None if logps is None else logps[k])
+            # an episode that is not terminated awaits the caller or the rehearsal role: when no rank had a caller
+            # to serve (above) nor a rehearsal (below) in this round, every episode of every rank has ended
+            n_sim_prompts = 0
             sims = [t for t in trajs if t.state == "AWAIT_SIMULATOR"]
-            if self.mode == "agent" and sync_active(len(sims)) > 0:
+            if self.mode == "agent":
+                n_sim_prompts = prompt_count(len(sims))
+            if n_sim_prompts > 0:
                 prompts = []
                 for t in sims:
                     history = t.messages[: max(i for i, m in enumerate(t.messages) if m["role"] == "assistant")]
@@ -244,7 +258,8 @@ class RehearsalCollector:
                     prompts.append(self.tok(self.tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True),
                                             add_special_tokens=False).input_ids)  # fmt: skip
                 t0 = time.perf_counter()
-                out, logps = generate_simulator([p[-self.max_prompt_length :] for p in prompts] or dummy)
+                dummies = [[pad]] * (n_sim_prompts - len(prompts))
+                out, logps = generate_simulator([p[-self.max_prompt_length :] for p in prompts] + dummies)
                 self.timings["generate_simulator_s"] += time.perf_counter() - t0
                 for k, t in enumerate(sims):
                     text = self._decode(out[k])
@@ -252,6 +267,8 @@ class RehearsalCollector:
                     t.rows.append(self._row(t, prompts[k], out[k], None if logps is None else logps[k], text,
                                             "simulator", not is_error))  # fmt: skip
                     self._tool_result(t, content, is_error)
+            if n_caller_prompts == 0 and n_sim_prompts == 0:
+                break
         for t in trajs:
             n_turns = len(t.task["user_turns"])
             t.reward = episode_reward(t.turn_scores, len(t.task["checklists"]), n_turns)

@@ -1,19 +1,23 @@
 """`EnvACETrainer`: role-wise GRPO over the caller and rehearsal rows of EnvACE episodes (official code
-Within-yao/EnvACE@173e941; paper https://arxiv.org/abs/2608.06197)."""
+Within-yao/EnvACE@173e941; paper https://arxiv.org/abs/2608.06197), on the shared `MultiTurnGRPOTrainer`."""
 
 import dataclasses
-import json
+import itertools
 import math
+import os
 import random
 from collections import defaultdict
 
 import torch
-from trl import GRPOTrainer
-from trl.trainer.utils import RepeatSampler, add_fused_lm_head
+from torch.utils.data import Sampler
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+from trl.trainer.utils import add_fused_lm_head
 
 from agentrl_shared.batch import plan_steps, rows_to_batch
-from agentrl_shared.generation import HFGenerator, sampling_overrides, trainer_generate_fn
+from agentrl_shared.cadence import GroupedTaskSampler
+from agentrl_shared.generation import HFGenerator
 from agentrl_shared.rollout import Row
+from agentrl_shared.trainer import MultiTurnGRPOTrainer
 
 from .advantages import rolewise_advantages
 from .config import EnvACEConfig, EnvConfig
@@ -21,10 +25,9 @@ from .rehearsal import ExternalSimulator, RehearsalCollector, Trajectory, trajec
 from .reward import EndpointJudge, RuleJudge
 
 
-def checklist_reward(completions, **kwargs) -> list[None]:
-    """Placeholder for `GRPOTrainer(reward_funcs=...)`, which requires one: EnvACE's rewards come from the checklist
-    judge inside the rollout, so TRL's reward path is never called."""
-    return [None] * len(completions)
+# the no-share rehearsal model's folder inside every checkpoint and inside `<run>/final`
+SIMULATOR_DIR = "simulator"
+SIMULATOR_OPTIMIZER = "optimizer.pt"
 
 
 def make_judge(args: EnvACEConfig):
@@ -50,6 +53,13 @@ def make_collector(args: EnvACEConfig, env: EnvConfig, tokenizer, tool_return_mo
     )  # fmt: skip
 
 
+def max_rows_per_episode(env: EnvConfig) -> int:
+    """The most rows (generations) one episode can produce: every caller or rehearsal generation is a micro-step
+    (`env.max_steps` ends the episode), and at most `max_assistant_turns` caller turns with `max_parallel_calls`
+    rehearsals each (`rehearsal.RehearsalCollector._check_caps`)."""
+    return min(env.max_steps, env.max_assistant_turns * (1 + env.max_parallel_calls))
+
+
 def slim(t: Trajectory) -> Trajectory:
     """What `trajectory_metrics` reads of an episode, without token ids and texts (gathered from every rank)."""
     rows = [dataclasses.replace(r, prompt_ids=[], completion_ids=[], prompt_text="", completion_text="", action="",
@@ -66,34 +76,54 @@ def simulator_generate_fn(trainer: "EnvACETrainer"):
                        args.top_p)  # fmt: skip
 
 
-class EnvACETrainer(GRPOTrainer):
+class RolloutBlockSampler(Sampler):
+    """`stream` in blocks of `block` indices (every rank's episodes of one rollout), each repeated `repeat` times.
+
+    The HF loop draws `gradient_accumulation_steps` data batches for EnvACE's one optimizer step per rollout, and the
+    rollout plays the first: with each block repeated that often (as TRL's `RepeatSampler` does), the rollouts walk
+    through each permutation of the tasks, so 470 rollouts x 16 prompts are one epoch of 7520 tasks (paper)."""
+
+    def __init__(self, stream: Sampler, block: int, repeat: int):
+        self.stream, self.block, self.repeat = stream, block, repeat
+
+    def __iter__(self):
+        indices = iter(self.stream)
+        while block := list(itertools.islice(indices, self.block)):
+            for _ in range(self.repeat):
+                yield from block
+
+    def __len__(self) -> int:
+        return len(self.stream) * self.repeat
+
+
+class EnvACETrainer(MultiTurnGRPOTrainer):
     """EnvACE: one policy plays the tool caller and the rehearsal role (it writes the tool responses the caller then
     conditions on); both roles are trained jointly from the checklist task reward with role-wise GRPO advantages.
     Paper: https://arxiv.org/abs/2608.06197 (official code Within-yao/EnvACE@173e941).
 
-    Rows are per generation (verl-agent style): `rehearsal.RehearsalCollector` plays
-    `per_device_train_batch_size * steps_per_generation` episodes per rank (tasks repeated G times by TRL's sampler:
-    a group is one uid), batching every caller generation of a phase in one call and every rehearsal generation in
-    another. The episode reward R = sum_turns s_turn / (num_checklists * num_turns) (`reward.episode_reward`) goes on
-    every row of both roles; A = R - mean over the rows of the same (uid, role), no std
-    (`advantages.rolewise_advantages`). Then every row of every rank is trained exactly once, in one optimizer step
-    per rollout (`use_adaptive_ppo_mini_batch_size=True`, `ppo_mini_update_num=1`): `agentrl_shared.batch.plan_steps`
-    balances the rows across ranks by tokens and cuts each rank's rows into `gradient_accumulation_steps` forwards of
-    ceil(rows on the fullest rank / gradient_accumulation_steps) rows (one row per forward while the rollout has at
-    most that many rows per rank, the official `ppo_micro_batch_size_per_gpu=1`); the step's loss is divided by the
-    global count of real completion tokens (`loss_agg_mode=token-mean`, TRL's `loss_type="dapo"`).
+    Rows are per generation (verl-agent style); collection in lock-step, every row of every rank trained once, the
+    step's global token normaliser, the rollout-counted cadence, checkpoints and panel evaluation are
+    [`~agentrl_shared.trainer.MultiTurnGRPOTrainer`]'s. The episode reward R = sum_turns s_turn / (num_checklists *
+    num_turns) (`reward.episode_reward`) goes on every row of both roles; A = R - mean over the rows of the same
+    (uid, role), no std. A rollout is ONE optimizer step (`use_adaptive_ppo_mini_batch_size=True`,
+    `ppo_mini_update_num=1`) of `gradient_accumulation_steps` forwards per rank; its loss is TRL's PPO-clip loss
+    (dual clip `delta`) over the step's real tokens / their global count (`loss_agg_mode=token-mean`, TRL's `dapo`).
+    `model_sharing=False` (official `run_checklist_noshare.sh`): the rehearsal rows train a second model with its own
+    AdamW (one step per rollout, same loss and hyperparameters), kept in every checkpoint; the caller rows the policy.
 
-    `model_sharing=False` (official `run_checklist_noshare.sh`): the rehearsal role is a second model with its own
-    AdamW optimizer; the caller rows train the policy through the inherited loop, the rehearsal rows train the second
-    model, one optimizer step per rollout each, with the same loss and hyperparameters.
-
-    Overrides of [`~trl.GRPOTrainer`]:
-    - `_prepare_inputs`: returns the next planned micro-batch, running a rollout (`_rollout_micro_batches`) when the
-      previous rollout's are used up (replaces TRL's generation, reward and fixed `steps_per_generation` split).
-    - `_get_train_sampler`: TRL's `RepeatSampler`, repeated `gradient_accumulation_steps` times per generation batch
-      (one rollout per optimizer step) instead of `steps_per_generation` times.
-    Everything else (the PPO-clip loss with dual clip `delta`, generation back ends incl. vLLM, weight sync, ZeRO-3,
-    logging, checkpoints) is inherited unchanged.
+    Hooks of `MultiTurnGRPOTrainer`:
+    - `_collect`: the episode producer, the two-role rehearsal rollout (`RehearsalCollector.collect`), lock-step with
+      the shared `_prompt_count` in both the caller and the rehearsal phase.
+    - `_score`: R on every row of both roles, role-wise advantages (`advantages.rolewise_advantages`); no-share:
+      the rehearsal model's step on the rehearsal rows (`_train_simulator`), the caller rows returned.
+    - `_micro_rows`: ceil(ceil(rows / world) / gradient_accumulation_steps), so the rollout is one optimizer step.
+    - `_max_rows_per_item`: `max_rows_per_episode` (the `EnvConfig` caps), which bounds the HF loop's steps.
+    - `_rollout_metrics`: `envace/*` over the trajectories of all ranks, `env/*`, `rollout/generated_tokens`,
+      `rollout/micro_batch_rows`, `simulator/*`.
+    Overrides of [`~trl.GRPOTrainer`]: `_compute_loss` (TRL's, fed the shared `token_normalizer`),
+    `_get_train_sampler` (`RolloutBlockSampler`: one epoch = every task once), `_save_checkpoint` and
+    `_load_from_checkpoint` (also the no-share model and its optimizer), `evaluate_panel` (the shared
+    `_evaluate_items`). Everything else (vLLM, weight sync, ZeRO-3, logging, checkpoints) is inherited.
     """
 
     _tag_names = ["trl", "envace", "agent-rl"]
@@ -108,29 +138,19 @@ class EnvACETrainer(GRPOTrainer):
         ),
     }
 
-    def __init__(self, model, args: EnvACEConfig, env_config: EnvConfig, train_dataset, processing_class=None,
-                 callbacks=None):  # fmt: skip
-        super().__init__(
-            model=model,
-            reward_funcs=checklist_reward,
-            args=args,
-            train_dataset=train_dataset,
-            processing_class=processing_class,
-            callbacks=callbacks,
-        )
-        self.env_config = env_config
-        episodes = args.per_device_train_batch_size * args.steps_per_generation
-        if episodes % self.num_generations != 0:
-            raise ValueError(
-                f"per_device_train_batch_size * steps_per_generation = {episodes} episodes per rank must be a multiple "
-                f"of num_generations = {self.num_generations}, so that each group lives on one rank."
-            )
+    def __init__(self, model, args: EnvACEConfig, env_config: EnvConfig, train_tasks: list[dict],
+                 processing_class=None, callbacks=None):  # fmt: skip
+        # `micro_batch_rows` only bounds the HF loop's optimizer steps here (`_micro_rows` sizes each rollout): the
+        # largest forward a rollout can need, so that the bound is exactly one step per rollout (max_steps =
+        # num_rollouts)
+        rows_per_rank = args.per_device_train_batch_size * args.steps_per_generation * max_rows_per_episode(env_config)
+        args.micro_batch_rows = -(-rows_per_rank // args.gradient_accumulation_steps)
+        super().__init__(model, args, env_config, train_tasks, processing_class, callbacks)
         self.collector = make_collector(args, env_config, self.processing_class, args.tool_return_mode)
         self.simulator = self.simulator_optimizer = None
         if args.tool_return_mode == "agent" and not args.model_sharing:
             self._init_simulator(args.simulator_model or model)
-        self._micro_batches: list[dict] = []
-        self.rollouts_done = 0
+        self._simulator_metrics: dict[str, float] = {}
 
     def _init_simulator(self, path) -> None:
         """The no-share baseline's rehearsal model: loaded like the policy, trained by its own AdamW (same lr, weight
@@ -161,174 +181,143 @@ class EnvACETrainer(GRPOTrainer):
             lr=self.args.learning_rate, betas=(self.args.adam_beta1, self.args.adam_beta2), eps=self.args.adam_epsilon,
         )  # fmt: skip
 
-    def _sync_active(self, n: int) -> int:
-        """Active work summed over ranks: every rank generates while any rank has work."""
-        if self.accelerator.num_processes == 1:
-            return n
-        return int(self.accelerator.reduce(torch.tensor(n, device=self.accelerator.device), reduction="sum").item())
+    # --- hooks of MultiTurnGRPOTrainer ---
+    def _max_rows_per_item(self) -> int:
+        return max_rows_per_episode(self.env_config)
 
-    def _all_ranks(self, value) -> list:
-        """`[value of rank 0, value of rank 1, ...]` (one all-gather; every rank gets the list)."""
-        if self.accelerator.num_processes == 1:
-            return [value]
-        from accelerate.utils import gather_object
-
-        return gather_object([value])
-
-    def _sum_ranks(self, *values: float) -> list[float]:
-        """Each value summed over ranks (one all-reduce): rollout metrics are logged over all ranks, not rank 0's."""
-        if self.accelerator.num_processes == 1:
-            return [float(v) for v in values]
-        total = self.accelerator.reduce(torch.tensor(values, dtype=torch.float64, device=self.accelerator.device),
-                                        reduction="sum")  # fmt: skip
-        return total.tolist()
-
-    # --- overrides ---
-    def _get_train_sampler(self, dataset=None):
-        # one generation batch (whole groups of G) per rollout, handed to `gradient_accumulation_steps` consecutive
-        # training steps: the first one plays the rollout, the others take its planned micro-batches
-        return RepeatSampler(
-            data_source=dataset if dataset is not None else self.train_dataset,
-            mini_repeat_count=self.num_generations,
-            batch_size=self.args.generation_batch_size // self.num_generations,
-            repeat_count=self.args.gradient_accumulation_steps,
-            shuffle=self.shuffle_dataset,
-            seed=self.args.seed,
-        )
-
-    def _prepare_inputs(self, generation_batch):
-        if not self._micro_batches:
-            self._micro_batches = self._rollout_micro_batches(generation_batch)
-        return self._micro_batches.pop(0)
-
-    # --- one rollout ---
-    def _plan(self, rows: list[Row], advantages: torch.Tensor, seed: int) -> list[dict]:
-        """This rank's `gradient_accumulation_steps` micro-batches of one optimizer step over the rows of all ranks
-        (every row once, ranks in lock-step), each carrying the step's loss normaliser."""
-        world, rank, ga = (
-            self.accelerator.num_processes,
-            self.accelerator.process_index,
-            self.args.gradient_accumulation_steps,
-        )
-        local = [
-            (r.prompt_ids, r.completion_ids, not r.failed, a) for r, a in zip(rows, advantages.tolist(), strict=True)
-        ]
-        all_rows = [row for part in self._all_ranks(local) for row in part]
-        if not all_rows:
-            raise RuntimeError(
-                "No rows in this rollout on any rank (every episode ended before its first generation)."
-            )
-        micro_rows = max(1, math.ceil(math.ceil(len(all_rows) / world) / ga))  # fullest rank / forwards per step
-        plan = plan_steps([len(p) + len(c) for p, c, *_ in all_rows], [len(c) if keep else 0 for _, c, keep, _ in all_rows],
-                          world, micro_rows, ga, random.Random(seed))  # fmt: skip
-        assert plan.num_steps == 1
-        # TRL's dapo divides by num_items_in_batch / world * GA / steps_per_generation: this makes it the step's global
-        # count of real loss tokens / world, so every real token of the step weighs the same on every rank
-        num_items = torch.tensor(max(plan.step_tokens[0], 1) * self.args.steps_per_generation / ga, dtype=torch.float)
-        out = []
-        for index in plan.micro_batches(rank):
-            chosen = [all_rows[i] for i in index]
-            batch, _ = rows_to_batch([c[0] for c in chosen], [c[1] for c in chosen], [c[2] for c in chosen],
-                                     [c[3] for c in chosen], self.processing_class.pad_token_id)  # fmt: skip
-            batch = {k: v.to(self.accelerator.device) for k, v in batch.items()}
-            batch["num_items_in_batch"] = num_items.to(self.accelerator.device)
-            out.append(batch)
-        return out
-
-    def _rollout_micro_batches(self, inputs: list[dict]) -> list[dict]:
-        mode = "train" if self.model.training else "eval"
-        G, rank = self.num_generations, self.accelerator.process_index
-        tasks = [json.loads(x["task_json"]) for x in inputs]
-        base = (self.rollouts_done * self.accelerator.num_processes + rank) * (len(tasks) // G)
-        group_ids = [base + i // G for i in range(len(tasks))]  # uid: the G rollouts of one prompt
+    def _collect(self, items: list[dict], group_ids: list[int], seeds: list[int],
+                 episode_offset: int) -> list[Trajectory]:  # fmt: skip
+        """The two-role rehearsal rollout (official `envs.py` state machine): the caller is the policy (the shared
+        `_generate`: vLLM or HF), the rehearsal role the policy too or, no-share, the separate model; `seeds` are not
+        used (the tasks carry no environment state to seed)."""
         simulate = None if self.simulator is None else simulator_generate_fn(self)
-        with self.accelerator.autocast():
-            trajs = self.collector.collect(tasks, group_ids, trainer_generate_fn(self), simulate, self._sync_active,
-                                           episode_offset=base * G)  # fmt: skip
-        self.rollouts_done += 1
+        trajs = self.collector.collect(items, group_ids, self._generate, simulate, self._prompt_count,
+                                       episode_offset=episode_offset)  # fmt: skip
+        self.timings.update(self.collector.timings)  # generate_caller_s, generate_simulator_s, judge_s
+        self.collector.timings.clear()
+        return trajs
+
+    def _score(self, trajs: list[Trajectory]) -> tuple[list[Row], torch.Tensor]:
+        """The same scalar R on every row of both roles (official `reward_manager/checklist.py`), then role-wise
+        GRPO: A = R - mean over the rows of the same (uid, role) (`advantages.rolewise_advantages`). No-share: the
+        rehearsal rows train the separate model here (one optimizer step over the rehearsal rows of all ranks) and
+        only the caller rows are returned for the policy's step."""
         rows = [r for t in trajs for r in t.rows]
-        # the same scalar R on every row of both roles (official reward_manager/checklist.py)
         reward_of = {t.episode_id: t.reward for t in trajs}
         rewards = torch.tensor([reward_of[r.episode_id] for r in rows], dtype=torch.float32)  # (N,)
         advantages = rolewise_advantages(rewards, [r.group_id for r in rows], [r.role for r in rows])  # (N,)
-        seed = self.args.seed * 7919 + self.rollouts_done
-        metrics = trajectory_metrics([t for part in self._all_ranks([slim(t) for t in trajs]) for t in part])
-        (metrics["rollout/generated_tokens"],) = self._sum_ranks(
-            sum(len(r.completion_ids) for r in rows)
-        )  # both roles
+        for r, reward in zip(rows, rewards.tolist(), strict=True):
+            r.reward = r.episode_return = reward
         if self.simulator is not None:  # no-share: each model learns from its own role's rows
             sim = [i for i, r in enumerate(rows) if r.role == "simulator"]
-            metrics.update(self._train_simulator([rows[i] for i in sim], advantages[sim], seed + 1))
+            self._simulator_metrics = self._train_simulator([rows[i] for i in sim], advantages[sim])
             keep = [i for i, r in enumerate(rows) if r.role == "caller"]
             rows, advantages = [rows[i] for i in keep], advantages[keep]
-        micro_batches = self._plan(rows, advantages, seed)
-        if self.beta != 0.0:
-            with torch.no_grad(), self.accelerator.autocast():
-                for batch in micro_batches:
-                    ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
-                    mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
-                    batch["ref_per_token_logps"], _, _ = self._get_per_token_logps_and_entropies(
-                        self.ref_model, ids, mask, batch["completion_ids"].size(1)
-                    )
-        timings = [
-            self.collector.timings.pop(k, 0.0) for k in ("generate_caller_s", "generate_simulator_s", "judge_s")
-        ]
-        n_rows, n_tokens, *timings = self._sum_ranks(len(rows), sum(len(r.completion_ids) for r in rows), *timings)
-        world = self.accelerator.num_processes
-        metrics.update(
-            {
-                "rollout/rows": n_rows,  # trained by the policy, all ranks
-                "rollout/micro_batch_rows": float(max(b["prompt_ids"].size(0) for b in micro_batches)),  # same on all
-                "rollout/generate_caller_s": timings[0] / world,  # wall seconds, mean over ranks
-                "rollout/generate_simulator_s": timings[1] / world,
-                "rollout/judge_s": timings[2] / world,
-                "completions/mean_length": n_tokens / max(n_rows, 1),
-            }
-        )
-        for key, value in metrics.items():
-            self._metrics[mode][key].append(value)
-        return micro_batches
+        return rows, advantages
 
-    def _train_simulator(self, rows: list[Row], advantages: torch.Tensor, seed: int) -> dict[str, float]:
-        """One optimizer step of the separate rehearsal model on the rehearsal rows of all ranks (no-share baseline),
-        with TRL's loss (`_compute_loss` on the second model); its loss metrics are logged under `simulator/`."""
-        micro_batches = self._plan(rows, advantages, seed)
+    def _micro_rows(self, num_rows: int) -> int:
+        """One optimizer step per rollout (`ppo_mini_update_num=1`): the fullest rank's rows, ceil(num_rows / world)
+        after `plan_steps` balances them, in `gradient_accumulation_steps` forwards."""
+        world, ga = self.accelerator.num_processes, self.args.gradient_accumulation_steps
+        return max(1, math.ceil(math.ceil(num_rows / world) / ga))
+
+    def _rollout_metrics(self, trajs: list[Trajectory], rows: list[Row]) -> dict[str, float]:
+        """`envace/*` over the trajectories of all ranks (`trajectory_metrics`), the generated tokens of both roles,
+        the rows per forward, and the no-share rehearsal model's step (`simulator/*`)."""
+        everywhere = [t for part in self._all_ranks([slim(t) for t in trajs]) for t in part]
+        metrics = trajectory_metrics(everywhere)
+        n_rows, generated = self._sum_ranks(len(rows), sum(len(r.completion_ids) for t in trajs for r in t.rows))
+        metrics["env/num_episodes"] = float(len(everywhere))
+        metrics["env/success_rate"] = metrics["envace/success_rate"]  # the shared console line reads this name
+        metrics["rollout/generated_tokens"] = generated  # both roles, whichever model trains them
+        metrics["rollout/micro_batch_rows"] = float(self._micro_rows(int(n_rows)))  # the same on every rank
+        return {**metrics, **self._simulator_metrics}
+
+    # --- overrides of GRPOTrainer ---
+    def _compute_loss(self, model, inputs):
+        """TRL 1.16's PPO-clip loss over the micro-batch's tokens / `token_normalizer` (the step's real tokens on all
+        ranks / world): TRL's `dapo` divides by clamp(num_items_in_batch, 1) / world * current GA /
+        steps_per_generation in training (HF's own accumulation scaling is off), so num_items_in_batch =
+        token_normalizer * world * steps_per_generation / current GA; the data-parallel mean of the gradients is then
+        the token-mean over every real token of the step."""
+        training = self.model.training  # (in evaluation TRL neither splits nor accumulates)
+        scale = self.current_gradient_accumulation_steps / self.args.steps_per_generation if training else 1.0
+        num_items = inputs["token_normalizer"] * self.accelerator.num_processes / scale
+        loss = super()._compute_loss(model, {**inputs, "num_items_in_batch": num_items})
+        if num_items < 1.0:  # TRL's clamp (a step with fewer real tokens than GA / steps_per_generation): undo it
+            loss = loss / num_items  # (this also rescales TRL's entropy bonus, off in EnvACE: entropy_coef = 0)
+        return loss
+
+    def _get_train_sampler(self, dataset=None) -> Sampler:
+        per_rollout = self.episodes_per_rank * self.accelerator.num_processes  # whole groups of G, all ranks
+        stream = GroupedTaskSampler(len(self.train_items), self.num_generations, self.args.seed,
+                                    self.args.max_steps * per_rollout)  # fmt: skip
+        return RolloutBlockSampler(stream, per_rollout, self.args.gradient_accumulation_steps)
+
+    def _save_checkpoint(self, model, trial):
+        """HF's checkpoint; no-share: first the rehearsal model and its AdamW state, into `<checkpoint>/simulator/`."""
+        if self.simulator is not None and self.args.should_save:
+            checkpoint = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"  # HF's folder name
+            folder = os.path.join(self._get_output_dir(trial=trial), checkpoint, SIMULATOR_DIR)
+            self.simulator.save_pretrained(folder)
+            torch.save(self.simulator_optimizer.state_dict(), os.path.join(folder, SIMULATOR_OPTIMIZER))
+        super()._save_checkpoint(model, trial)
+
+    def _load_from_checkpoint(self, resume_from_checkpoint, model=None):
+        """HF's; no-share: also the rehearsal model and its AdamW state (on resume, without DeepSpeed/FSDP)."""
+        super()._load_from_checkpoint(resume_from_checkpoint, model)
+        if self.simulator is not None and model is None:
+            folder = os.path.join(resume_from_checkpoint, SIMULATOR_DIR)
+            super()._load_from_checkpoint(folder, self.simulator)
+            state = torch.load(os.path.join(folder, SIMULATOR_OPTIMIZER), map_location=self.accelerator.device,
+                               weights_only=True)  # fmt: skip
+            self.simulator_optimizer.load_state_dict(state)
+
+    # --- the no-share baseline's second model ---
+    def _train_simulator(self, rows: list[Row], advantages: torch.Tensor) -> dict[str, float]:
+        """One optimizer step of the separate rehearsal model on the rehearsal rows of all ranks (no-share), planned
+        like the policy's (every row once, ranks in lock-step, `_micro_rows` rows per forward), with the same loss;
+        its loss metrics go under `simulator/`. No rehearsal row on any rank: no step (on every rank alike)."""
+        world, rank = self.accelerator.num_processes, self.accelerator.process_index
+        local = [(r.prompt_ids, r.completion_ids, a) for r, a in zip(rows, advantages.tolist(), strict=True)]
+        all_rows = [row for part in self._all_ranks(local) for row in part]
+        if not all_rows:
+            return {"simulator/rows": 0.0}
+        rng = random.Random(self.args.seed * 7919 + self.rollouts_done + 1)  # the policy's plan uses the seed + 0
+        plan = plan_steps([len(p) + len(c) for p, c, _ in all_rows], [len(c) for _, c, _ in all_rows], world,
+                          self._micro_rows(len(all_rows)), self.args.gradient_accumulation_steps, rng)  # fmt: skip
+        normalizer = torch.tensor(max(plan.step_tokens[0], 1) / world)  # the step's real tokens on all ranks / world
         saved, self._metrics = self._metrics, {"train": defaultdict(list), "eval": defaultdict(list)}
         try:
             self.simulator.train()
-            for batch in micro_batches:
-                self._compute_loss(self.simulator, batch).backward()
+            for index in plan.micro_batches(rank):
+                chosen = [all_rows[i] for i in index]
+                batch, _ = rows_to_batch([c[0] for c in chosen], [c[1] for c in chosen], [True] * len(chosen),
+                                         [c[2] for c in chosen], self.processing_class.pad_token_id)  # fmt: skip
+                batch = {k: v.to(self.accelerator.device) for k, v in batch.items()}
+                self._compute_loss(self.simulator, {**batch, "token_normalizer": normalizer}).backward()
             params = [p for p in self.simulator.parameters() if p.grad is not None]
-            if self.accelerator.num_processes > 1:
+            if world > 1:  # the data-parallel mean, by hand (gloo has no AVG reduction)
                 for p in params:
-                    torch.distributed.all_reduce(p.grad, op=torch.distributed.ReduceOp.AVG)
+                    torch.distributed.all_reduce(p.grad, op=torch.distributed.ReduceOp.SUM)
+                    p.grad.div_(world)
             grad_norm = torch.nn.utils.clip_grad_norm_(params, self.args.max_grad_norm)
             self.simulator_optimizer.step()
             self.simulator_optimizer.zero_grad(set_to_none=True)
             logged = {f"simulator/{k}": sum(v) / len(v) for k, v in self._metrics["train"].items() if v}
         finally:
             self._metrics = saved
-        return {**logged, "simulator/grad_norm": float(grad_norm), "simulator/rows": self._sum_ranks(len(rows))[0]}
+        return {**logged, "simulator/grad_norm": float(grad_norm), "simulator/rows": float(len(all_rows))}
 
+    # --- evaluation on the fixed panel, on every rank ---
     def evaluate_panel(self, tasks: list[dict], seeds: list[int], collector: RehearsalCollector) -> list[Trajectory]:
-        """Play every (task, seed) of the panel with `collector` (real tools by default), sampled at the evaluation
-        temperature; ranks take interleaved slices in lock-step and every rank gets all trajectories."""
-        world, rank = self.accelerator.num_processes, self.accelerator.process_index
-        pairs = [(t, s) for s in seeds for t in tasks]
-        mine = pairs[rank::world]
-        slots = self.args.per_device_train_batch_size * self.args.steps_per_generation
-        n_chunks = -(-len(pairs) // (world * slots))
-        out: list[Trajectory] = []
-        was_training = self.model.training
-        self.model.eval()
-        with sampling_overrides(self, self.env_config.eval_temperature), self.accelerator.autocast():
-            for c in range(n_chunks):
-                chunk = mine[c * slots : (c + 1) * slots]
-                out += collector.collect([t for t, _ in chunk], list(range(len(chunk))), trainer_generate_fn(self),
-                                         None, self._sync_active)  # fmt: skip
-        self.model.train(was_training)
-        if world > 1:
-            from accelerate.utils import gather_object
+        """Play every (task, seed) of the panel with `collector` (real tools by default) at the evaluation
+        temperature, through the shared `_evaluate_items` (interleaved slices, lock-step chunks of
+        `episodes_per_rank`); every rank must call it and gets all trajectories."""
 
-            out = gather_object(out)
-        return out
+        def play(chunk):
+            return collector.collect([t for t, _ in chunk], list(range(len(chunk))), self._generate, None,
+                                     self._prompt_count)  # fmt: skip
+
+        pairs = [(t, s) for s in seeds for t in tasks]
+        return self._evaluate_items(pairs, self.episodes_per_rank, self.env_config.eval_temperature, play)
