@@ -90,7 +90,7 @@ def test_faults_are_recorded_per_subtask_and_the_run_completes(tmp_path):
         server.close()
 
 
-def test_thinking_goes_to_the_agent_only_by_default(tmp_path):
+def test_thinking_and_completion_caps_per_role(tmp_path):
     server = FakeServer(happy)
     try:
         spec = f"openai:fake-model@{server.url}"
@@ -98,6 +98,8 @@ def test_thinking_goes_to_the_agent_only_by_default(tmp_path):
         main([*argv, "--output", str(tmp_path / "run")])
         sent = {(role_of(r["body"]), "chat_template_kwargs" in r["body"]) for r in server.requests}
         assert sent == {("agent", True), ("judge", False)}  # the sample's user turns here are verbatim
+        caps = {(role_of(r["body"]), r["body"]["max_tokens"]) for r in server.requests}
+        assert caps == {("agent", 4096), ("judge", 8192)}  # the judge's cap: official models.yaml (gpt-4.1)
         server.requests.clear()
         main([*argv, "--output", str(tmp_path / "run2"), "--thinking-roles", "agent,judge"])
         sent = {(role_of(r["body"]), "chat_template_kwargs" in r["body"]) for r in server.requests}

@@ -80,7 +80,15 @@ def add_run_arguments(run: argparse.ArgumentParser) -> None:
         g.add_argument(
             f"--{role}-api-key", default=None, help=f"bearer token for the {role} only (overrides --api-key)"
         )
-    g.add_argument("--max-tokens", type=int, default=4096, help="completion cap of openai back ends (default 4096)")
+    g.add_argument(
+        "--max-tokens", type=int, default=4096, help="completion cap of openai agent and user back ends (default 4096)"
+    )
+    g.add_argument(
+        "--judge-max-tokens",
+        type=int,
+        default=8192,
+        help="completion cap of an openai judge (default 8192: the official models.yaml entry of gpt-4.1, the judge)",
+    )
     g.add_argument("--temperature", type=float, default=0.0, help="all roles (official models.yaml: 0.0)")
     g.add_argument(
         "--seed",
@@ -211,7 +219,7 @@ def cmd_run(args, argv: list[str]) -> None:
     unknown = sorted(set(thinking_roles) - set(specs))
     if unknown:
         raise SystemExit(f"--thinking-roles: unknown roles {unknown}; valid: agent, user, judge")
-    # one instance per distinct (spec, key, thinking): a single in-process model serves all roles
+    # one instance per distinct (spec, key, thinking, cap): a single in-process model serves all roles
     backends: dict = {}
     for role, spec in specs.items():
         key = (
@@ -220,19 +228,20 @@ def cmd_run(args, argv: list[str]) -> None:
             or (os.environ.get("OPENAI_API_KEY") if role != "agent" else None)
         )
         role_thinking = thinking if role in thinking_roles and spec.startswith("openai:") else None
-        if (spec, key, role_thinking) not in backends:
-            backends[(spec, key, role_thinking)] = build_backend(
+        cap = args.judge_max_tokens if role == "judge" and spec.startswith("openai:") else args.max_tokens
+        if (spec, key, role_thinking, cap) not in backends:
+            backends[(spec, key, role_thinking, cap)] = build_backend(
                 spec,
                 max_concurrency=args.concurrency,
                 max_new_tokens=args.max_new_tokens,
                 max_input_tokens=args.max_input_tokens,
                 api_key=key,
                 temperature=args.temperature,
-                max_tokens=args.max_tokens,
+                max_tokens=cap,
                 enable_thinking=role_thinking,
                 timeout_s=args.timeout,
             )
-        specs[role] = backends[(spec, key, role_thinking)]
+        specs[role] = backends[(spec, key, role_thinking, cap)]
     context_length = args.context_length
     if context_length is None and isinstance(specs["agent"], OpenAIBackend):
         context_length = specs["agent"].context_length()
@@ -261,6 +270,7 @@ def cmd_run(args, argv: list[str]) -> None:
         judge_retries=args.judge_retries,
         temperature=args.temperature,
         max_tokens=args.max_tokens,
+        judge_max_tokens=args.judge_max_tokens,
         max_new_tokens=args.max_new_tokens,
         max_input_tokens=args.max_input_tokens,
         enable_thinking=thinking,
@@ -336,8 +346,9 @@ def cmd_view(args) -> None:
             )
             lines.append(f"[{m['role']}] {text} {calls}".rstrip())
         lines.append(
-            f"rubrics: {r.get('rubric_states')} judge_failed={r.get('judge_failed')} {r.get('failure_reason', '')}\n"
+            f"rubrics: {r.get('rubric_states')} judge_failed={r.get('judge_failed')} {r.get('failure_reason', '')}"
         )
+        lines += [f"backend error: {e}" for e in r.get("backend_error", [])] + [""]
         sys.stdout.write("\n".join(lines) + "\n")
     if not shown:
         sys.stdout.write(f"No records match in {args.run_dir}\n")

@@ -138,7 +138,9 @@ class RunConfig:
             official orchestrator (its error counter is never incremented).
         max_concurrency (`int`, *optional*, defaults to `4`): (user, trial) sequences run in parallel.
         evaluation_type (`str`, *optional*, defaults to `"trajectory"`): see [`SlidingWindowJudge`].
-        max_tokens (`int`, *optional*, defaults to `4096`): completion cap of OpenAI-compatible back ends.
+        max_tokens (`int`, *optional*, defaults to `4096`): completion cap of OpenAI-compatible agent and user back ends.
+        judge_max_tokens (`int`, *optional*, defaults to `8192`): completion cap of an OpenAI-compatible judge (the
+            official models.yaml entry of gpt-4.1).
         max_new_tokens / max_input_tokens (`int`): completion and prompt caps of in-process back ends.
         enable_thinking (`bool`, *optional*): sent as `chat_template_kwargs.enable_thinking` (vLLM); None: not sent.
         thinking_roles (`list[str]`, *optional*, defaults to `["agent"]`): the roles `enable_thinking` is sent to.
@@ -172,6 +174,7 @@ class RunConfig:
     judge_retries: int = 3
     temperature: float = 0.0
     max_tokens: int = 4096
+    judge_max_tokens: int = 8192
     max_new_tokens: int = 256
     max_input_tokens: int = 4096
     enable_thinking: bool | None = None
