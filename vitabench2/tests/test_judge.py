@@ -86,6 +86,10 @@ def test_outcome_check_on_write_actions(subtask):
     target entity; WRITE calls that resolve nowhere score 0; no WRITE call leaves the trajectory reward."""
     args = {"user_id": "U_SAMPLE_01", "store_id": "S_BURGER", "product_ids": ["P_BURGER"], "product_cnts": [1]}
     msgs = convo(2) + [write_call("c0", {**args, "store_id": "S_NOODLE"}), write_call("c1", args)]
+    environment = json.loads(json.dumps(subtask.environment))  # undeclared fields never reach the outcome judge
+    for store in environment["stores"].values():
+        store.update(target_reason="UNDECLARED-REASON", category="UNDECLARED-CATEGORY")
+    subtask = subtask.model_copy(update={"environment": environment})
     outcome_prompts = []
 
     def script(messages, tools):
@@ -100,6 +104,7 @@ def test_outcome_check_on_write_actions(subtask):
     assert res.outcome_reward == 0.0 and res.reward == 0.0  # min(trajectory 1, outcome 0): the LAST write is judged
     prompt = outcome_prompts[0]
     assert "Golden Burger Bar" in prompt and "distraction" not in prompt and "store_type" not in prompt
+    assert "UNDECLARED" not in prompt
     target = prompt.split("# The correct target entity in the environment")[1].split("# The entity")[0]
     assert "S_NOODLE" in target  # the target entity is shown to the outcome judge
     for rubric in subtask.evaluation_criteria.overall_rubrics:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from .backends import ChatBackend
 from .tasks import SubTask, agent_clock
 from .tools import OUTCOME_WRITE_TOOLS, sanitize
+from .tools.models import CONTAINER_MODELS, declared, product_model
 
 
 # Official evaluation types (`--evaluation-type`); the two without rubrics are not implemented (README).
@@ -314,8 +315,11 @@ class SlidingWindowJudge:
         return self._ask(prompt, parse_outcome_output, result)
 
 
-def _strip(entity: dict, drop: tuple = ()) -> dict:
-    return sanitize({k: v for k, v in entity.items() if k not in OUTCOME_STRIP and k not in drop})
+def _strip(model: str, entity: dict, drop: tuple = ()) -> dict:
+    """A raw task entity as the outcome judge sees it: the fields its official model declares (no `target_reason`,
+    `category`, ...), without the hidden labels."""
+    kept = {k: v for k, v in declared(model, entity).items() if k not in OUTCOME_STRIP and k not in drop}
+    return sanitize(kept)
 
 
 def _container(environment: dict, key: str) -> dict:
@@ -341,18 +345,19 @@ def resolve_action(tool: str, args: dict, environment: dict) -> dict | None:
         store = _find(environment, ("stores", "shops"), args.get("store_id", args.get("shop_id", "")))
         if store is None:
             return None
-        out["entity"] = _strip(store, ("products",))
-        products = store.get("products", [])
+        model = "Shop" if "shop_id" in store else "Store"
+        out["entity"] = _strip(model, store, ("products",))
+        products, item = store.get("products", []), product_model(model)
         if tool == "create_delivery_order":
             wanted = [str(p).strip() for p in args.get("product_ids", [])]
-            out["products"] = [_strip(p) for p in products if str(p.get("product_id", "")).strip() in wanted]
+            out["products"] = [_strip(item, p) for p in products if str(p.get("product_id", "")).strip() in wanted]
             out["extra"] = {k: args.get(k, "") for k in ("address", "dispatch_time", "attributes", "note")}
         elif tool == "create_instore_product_order":
             pid = str(args.get("product_id", "")).strip()
-            out["products"] = [_strip(p) for p in products if str(p.get("product_id", "")).strip() == pid]
+            out["products"] = [_strip(item, p) for p in products if str(p.get("product_id", "")).strip() == pid]
             out["extra"] = {"order_quantity": args.get("quantity", 1)}
         else:
-            out["products"] = [_strip(p) for p in products]
+            out["products"] = [_strip(item, p) for p in products]
             out["extra"] = {k: args.get(k, "") for k in ("time", "customer_count")}
         return out
     kind = {"create_hotel_order": "hotel", "create_flight_order": "flight", "create_train_order": "train"}.get(
@@ -364,8 +369,13 @@ def resolve_action(tool: str, args: dict, environment: dict) -> dict | None:
     if entity is None:
         return None
     pid = str(args.get({"hotel": "room_id", "attraction": "ticket_id"}.get(kind, "seat_id"), "")).strip()
-    out["entity"] = _strip(entity, ("products", "rooms", "seats", "tickets"))
-    out["products"] = [_strip(p) for p in entity.get("products", []) if str(p.get("product_id", "")).strip() == pid]
+    model = CONTAINER_MODELS[f"{kind}s"]
+    out["entity"] = _strip(model, entity, ("products",))
+    out["products"] = [
+        _strip(product_model(model), p)
+        for p in entity.get("products", [])
+        if str(p.get("product_id", "")).strip() == pid
+    ]
     if kind != "hotel":
         out["extra"] = {k: args.get(k, "") for k in ("date", "quantity")}
     return out
@@ -377,8 +387,11 @@ def find_target(environment: dict) -> dict | None:
     for key in ("stores", "shops", "hotels", "flights", "trains", "attractions"):
         for e in _container(environment, key).values():
             if any(k.endswith("_type") and v == "target" for k, v in e.items()):
-                out = _strip(e, ("products",))
-                targets = [_strip(p) for p in e.get("products", []) if p.get("product_type") == "target"]
+                model = CONTAINER_MODELS[key]
+                out = _strip(model, e, ("products",))
+                targets = [
+                    _strip(product_model(model), p) for p in e.get("products", []) if p.get("product_type") == "target"
+                ]
                 if targets:
                     out["target_products"] = targets
                 return out

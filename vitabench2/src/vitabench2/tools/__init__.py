@@ -8,7 +8,7 @@ books, stock), which the outcome check and the tests read back.
 
 import copy
 
-from .base import BaseTools, ToolError, public_order, sanitize, tool_schema
+from .base import BaseTools, ToolError, sanitize, tool_schema
 from .delivery import DeliveryTools
 from .instore import InStoreTools
 from .ota import OTA_KINDS, OTATools
@@ -35,9 +35,9 @@ class Environment(DeliveryTools, InStoreTools, OTATools):
         self.tools = {n: getattr(self, n) for n in names}
 
     def public_state(self) -> dict:
-        """Orders, reservations and books without internal references (what the tests and records read)."""
+        """A copy of the orders, reservations and books (what the tests and records read)."""
         return {
-            "orders": {k: public_order(v) for k, v in self.state["orders"].items()},
+            "orders": copy.deepcopy(self.state["orders"]),
             "reservations": copy.deepcopy(self.state["reservations"]),
             "books": copy.deepcopy(self.state["books"]),
         }

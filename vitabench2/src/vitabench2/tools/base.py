@@ -24,9 +24,10 @@ from .models import CONTAINER_MODELS, declared_state, render, render_order, rend
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 # Search tools return the 100 best-ranked candidates (official `top_k = 100` in every *_search_recommand tool).
 SEARCH_TOP_K = 100
+# What the outcome judge, which reads the raw task environment, never sees (official
+# `src/vita/evaluator/outcome_evaluator.py`, `LEAKY_TYPE_FIELDS` / `LEAKY_META_FIELDS`). The tools need no such list:
+# their environment holds only declared fields (`models.declared_state`).
 HIDDEN_KEYS = ("distraction_reason",)
-# Label values of `*_type` fields that are hidden from the agent and the judge (official
-# `src/vita/evaluator/outcome_evaluator.py`, `LEAKY_TYPE_FIELDS`).
 HIDDEN_LABELS = ("target", "distraction")
 
 
@@ -35,7 +36,8 @@ class ToolError(ValueError):
 
 
 def sanitize(obj):
-    """Deep copy without the hidden labels (`*_type` = target/distraction, `distraction_reason`)."""
+    """Deep copy of a raw task entity without the hidden labels (`*_type` = target/distraction,
+    `distraction_reason`), for the outcome judge."""
     if isinstance(obj, dict):
         return {
             k: sanitize(v)
@@ -78,13 +80,6 @@ def check_time(value: str, fmt: str = TIME_FORMAT) -> datetime:
         return datetime.strptime(str(value), fmt)
     except ValueError:
         raise ToolError(f"{value!r} must be formatted {fmt}") from None
-
-
-def public_order(order: dict) -> dict:
-    """An order without internal references to the product it was booked from."""
-    out = {k: v for k, v in order.items() if k != "products"}
-    out["products"] = [{k: v for k, v in p.items() if k != "_ref"} for p in order.get("products", [])]
-    return out
 
 
 def _locations(obj, out: list) -> list:

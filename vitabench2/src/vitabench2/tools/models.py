@@ -246,6 +246,11 @@ def declared(model: str, obj):
     return out
 
 
+def product_model(model: str) -> str:
+    """The model of `model`'s products (`Store` -> `StoreProduct`, ...)."""
+    return next(kind[1:-1] for field, _, kind in MODELS[model] if field == "products")
+
+
 def declared_state(environment: dict) -> dict:
     """The environment as the official database holds it: every entity reduced to its declared fields."""
     out = dict(environment)
