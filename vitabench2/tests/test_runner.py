@@ -94,7 +94,8 @@ def test_resume_after_interruption(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         runner.run()
     done_before = read_records(runner.results_path)
-    assert len(done_before) in (2, 3)  # user 1's first two; user 2's first may finish before the stop is seen
+    # user 1's first two; the worker may run user 2's subtasks before the main thread sees the crash
+    assert len(done_before) in (2, 3, 4)
     with open(runner.results_path, "a") as f:
         f.write('{"user_id": "U_SAMPLE_01", "truncated')  # a half-written line from the crash
     runner2, (agent2, _, _) = make_runner(tmp_path, **config)

@@ -193,18 +193,21 @@ RESUMABLE_KEYS = ("output", "max_concurrency", "users", "subtasks", "num_users",
 
 
 def build_system_prompt(subtask: SubTask, profile: dict, memory_text: str, version: str = "2.0") -> str:
-    """2.0: policy(time) + addendum + current user basic info + "## User Preference Memory" + memory.read(instruction)
-    (official `personalization_agent.py`); 1.0: the 1.0 policy(time) alone (official `LLMAgent`)."""
+    """2.0 (official `PersonalizationAgent.system_prompt`): policy(time) + addendum, the user's account details as
+    `- key: value` lines (omitted when empty), then `## User Preference Memory` with `memory.read(instruction)`.
+    1.0: the 1.0 policy(time) alone (official `LLMAgent`)."""
     if version == "1.0":
         return V1_POLICY.format(time=agent_clock(subtask.environment), stop=STOP_TOKEN)
     policy = PROACTIVE_POLICY if subtask.is_proactive else PERSONALIZATION_POLICY
-    return "\n\n".join(
-        [
-            policy.format(time=agent_clock(subtask.environment), stop=STOP_TOKEN) + "\n" + ADDENDUM,
-            "# Current user basic info\n" + json.dumps(profile, ensure_ascii=False),
-            "## User Preference Memory\n" + (memory_text or "(no memory)"),
-        ]
+    parts = [policy.format(time=agent_clock(subtask.environment), stop=STOP_TOKEN) + "\n" + ADDENDUM]
+    if profile:
+        lines = [f"- {k}: {'、'.join(map(str, v)) if isinstance(v, list) else v}" for k, v in profile.items()]
+        parts.append("## Current user basic info\nThe user's account details, ready to use:\n" + "\n".join(lines))
+    parts.append(
+        "## User Preference Memory\nWhat past interactions showed about this user's preferences; use it, above all "
+        "when a request is vague or ambiguous:\n\n" + memory_text
     )
+    return "\n\n".join(parts)
 
 
 def run_subtask(
@@ -247,9 +250,8 @@ def run_subtask(
         if isinstance(m, dict) and m.get("role") in ("user", "assistant") and isinstance(m.get("content"), str)
     ]
     messages += history or [{"role": "assistant", "content": GREETING}]
-    sim = UserSimulator(
-        user, subtask, persona=json.dumps(profile, ensure_ascii=False), user_id=task.user_id, version=task.version
-    )
+    # official `run.py`: the persona is `str(profile)`
+    sim = UserSimulator(user, subtask, persona=str(profile), user_id=task.user_id, version=task.version)
     next_role = "agent" if messages[-1]["role"] == "user" else "user"
 
     def check_abort():
