@@ -49,6 +49,8 @@ def test_compute_metrics_subtask_level():
     assert m["avg@4"] == pytest.approx((2 + 4 + 0) / 12)
     assert m["pass@4"] == pytest.approx((1 + 1 + 0) / 3)
     assert m["pass^4"] == pytest.approx((0 + 1 + 0) / 3)
+    # every k <= n is reported (official agent_metrics): pass@1 = mean success rate, pass@2 by hand
+    assert m["pass@1"] == pytest.approx((0.5 + 1 + 0) / 3) and m["pass@2"] == pytest.approx((5 / 6 + 1 + 0) / 3)
     m2 = compute_metrics(recs, num_trials=4, k=2)
     assert m2["pass@2"] == pytest.approx((5 / 6 + 1 + 0) / 3)
     assert m2["pass^2"] == pytest.approx((1 / 6 + 1 + 0) / 3)

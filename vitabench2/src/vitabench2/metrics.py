@@ -44,7 +44,7 @@ def subtask_units(records: list[dict], num_trials: int) -> dict[tuple[str, str],
 def compute_metrics(records: list[dict], num_trials: int, k: int | None = None) -> dict:
     """Subtask-level metrics over `records` (one per (user, subtask, trial)).
 
-    Returns `avg@k` (mean reward), `pass@k`, `pass^k` (means over units), the skill split (`avg_proactive`,
+    Returns `avg@k` (mean reward), `pass@j` and `pass^j` for every j <= n (means over units), the skill split (`avg_proactive`,
     `avg_personalization`), `avg_by_task_index` (mean reward by the subtask's position in the user's sequence) and
     `user_reward` (mean over users of the mean subtask reward).
     """
@@ -56,8 +56,9 @@ def compute_metrics(records: list[dict], num_trials: int, k: int | None = None) 
         return out
     success = {key: sum(1 for x in rewards if x == 1.0) for key, rewards in units.items()}
     out[f"avg@{k}"] = _mean([x for rewards in units.values() for x in rewards])
-    out[f"pass@{k}"] = _mean([pass_at_k(num_trials, c, k) for c in success.values()])
-    out[f"pass^{k}"] = _mean([pass_hat_k(num_trials, c, k) for c in success.values()])
+    for j in sorted({*range(1, num_trials + 1), k}):  # every k <= n (official `agent_metrics`), k included
+        out[f"pass@{j}"] = _mean([pass_at_k(num_trials, c, j) for c in success.values()])
+        out[f"pass^{j}"] = _mean([pass_hat_k(num_trials, c, j) for c in success.values()])
     split: dict[str, list[float]] = {"proactive": [], "personalization": []}
     by_index: dict[int, list[float]] = defaultdict(list)
     by_user: dict[str, list[float]] = defaultdict(list)

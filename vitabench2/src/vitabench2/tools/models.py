@@ -214,6 +214,16 @@ ORDER_ID_LABEL = {
     "train": "train_id",
     "taxi": "store_id",
 }
+# Order type -> the model of the products an order holds (the official tools put product objects in orders).
+ORDER_PRODUCT_MODELS = {
+    "delivery": "StoreProduct",
+    "instore": "ShopProduct",
+    "hotel": "HotelProduct",
+    "attraction": "AttractionProduct",
+    "flight": "FlightProduct",
+    "train": "TrainProduct",
+    "taxi": "TaxiProduct",
+}
 _COERCE = {_F: float, _I: int}
 # Official `ProductBaseModel` defaults (every `*Product` model).
 _PRODUCT_DEFAULTS = {"product_id": "", "price": 0.0, "quantity": 0}
@@ -307,7 +317,7 @@ def render_order(order: dict, products: bool = True) -> str:
     parts = [f"{label.get(f, f)}:{order.get(f, '')}" for f in fields]
     if not products:
         return f"Order({', '.join(parts)})"
-    product_model = {"delivery": "StoreProduct", "instore": "ShopProduct"}.get(kind)
+    product_model = ORDER_PRODUCT_MODELS.get(kind)
     items = [render(product_model, p) if product_model else str(p) for p in order.get("products") or []]
     return f"Order({', '.join(parts)}, products:[{', '.join(items)}])"
 
