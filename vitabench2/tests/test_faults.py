@@ -176,3 +176,39 @@ def test_rag_embeddings_through_an_endpoint_and_its_fallbacks():
         assert mem.update_errors[-1].startswith("memory query embedding: ")
     finally:
         server.close()
+
+
+def test_rejudge_a_saved_run_with_another_judge(tmp_path):
+    """`vitabench2 judge RUN --judge ... --output NEW`: the saved conversations judged again into a new folder (the
+    source untouched); a rerun judges nothing twice."""
+    from conftest import agent_one_call, judge_all, user_stop
+    from vitabench2.backends import ScriptedBackend
+
+    config = RunConfig(output=str(tmp_path / "run"), memory_type="full_context")
+    backends = [ScriptedBackend(agent_one_call), ScriptedBackend(user_stop), ScriptedBackend(judge_all())]
+    Runner(config, *backends).run()
+    source = (tmp_path / "run" / "results.jsonl").read_text()
+
+    def strict(body):  # the new judge fails rubric 0 everywhere
+        rubrics = body["messages"][-1]["content"].split("<current_rubrics>")[-1].split("</current_rubrics>")[0]
+        n = rubrics.count('"rubric_idx"')
+        return 200, completion(
+            json.dumps([{"rubric_idx": f"rubric_{i}", "meetExpectation": i != 0} for i in range(n)])
+        )
+
+    server = FakeServer(strict)
+    try:
+        argv = ["judge", str(tmp_path / "run"), "--judge", f"openai:strict-judge@{server.url}"]
+        main([*argv, "--output", str(tmp_path / "strict")])
+        records = read_records(tmp_path / "strict" / "results.jsonl")
+        assert len(records) == 5 and all(r["reward"] == 0.0 and not r["judge_failed"] for r in records)
+        assert all(r["messages"] for r in records) and (tmp_path / "run" / "results.jsonl").read_text() == source
+        summary = json.loads((tmp_path / "strict" / "summary.json").read_text())
+        config = json.loads((tmp_path / "strict" / "config.json").read_text())
+        assert summary["metrics"]["avg@1"] == 0.0 and config["judge"] == f"openai:strict-judge@{server.url}"
+        assert {r["body"]["max_tokens"] for r in server.requests} == {8192}
+        n = len(server.requests)
+        main([*argv, "--output", str(tmp_path / "strict")])  # resume: nothing left to judge
+        assert len(server.requests) == n and len(read_records(tmp_path / "strict" / "results.jsonl")) == 5
+    finally:
+        server.close()

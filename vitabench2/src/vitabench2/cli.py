@@ -1,9 +1,10 @@
-"""`vitabench2 run | reproduce | report | view | rag-cache`: evaluate agents on VitaBench 2.0 (and 1.0) tasks.
+"""`vitabench2 run | judge | reproduce | report | view | rag-cache`: evaluate agents on VitaBench 2.0 (and 1.0) tasks.
 
 Mirrors the official `vita run` / `vita view` CLI and its defaults (meituan-longcat/VitaBench-2.0 @ f60169e89f30499cb7883f3dad76bd03facc908d, `src/vita/cli.py`,
 `src/vita/config.py`). `run` writes results as they
 come into the folder given by --output and resumes there; `reproduce` runs the offline sample plan into an output
 folder; `report` copies run folders into a results folder and regenerates its tables, plots and README section;
+`judge` judges a saved run's conversations again (another judge model or evaluation type) into a new folder;
 `view` prints transcripts; `rag-cache` writes the embeddings `--memory-type rag_cache` reads. Configuration and data
 errors print one line and exit with status 2; Ctrl-C stops a run cleanly (status 130) and the same command resumes.
 """
@@ -182,6 +183,18 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("run_dirs", nargs="*", help="run folders (default: the run folders already in --results)")
     report.add_argument("--results", required=True, help="results folder (run copies, PNGs, report.md)")
     report.add_argument("--readme", default=None, help="README to update between the report markers")
+    rejudge = sub.add_parser("judge", help="judge a saved run's conversations again into a new run folder")
+    rejudge.add_argument("run_dir", help="a run folder written by `vitabench2 run`")
+    rejudge.add_argument("--judge", required=True, help="judge back end (openai:MODEL@URL or transformers:PATH)")
+    rejudge.add_argument("--output", required=True, help="new run folder; rerun with the same folder to resume")
+    rejudge.add_argument("--judge-api-key", default=None, help="bearer token (default: $OPENAI_API_KEY)")
+    rejudge.add_argument("--judge-max-tokens", type=int, default=8192, help="completion cap of an openai judge")
+    rejudge.add_argument(
+        "--evaluation-type", default="trajectory", choices=["trajectory", "trajectory_full_traj_rubric"]
+    )
+    rejudge.add_argument("--outcome-reward", action="store_true", help="also judge the last write action")
+    rejudge.add_argument("--judge-retries", type=int, default=3, help="malformed judge replies before a failure")
+    rejudge.add_argument("--timeout", type=float, default=600.0, help="seconds per request to an openai judge")
     view = sub.add_parser("view", help="print a run's transcripts")
     view.add_argument("run_dir")
     view.add_argument("--user", default=None)
@@ -319,6 +332,32 @@ def cmd_reproduce(args) -> None:
         main(argv)
 
 
+def cmd_judge(args) -> None:
+    from .backends import build_backend
+    from .judge import SlidingWindowJudge
+    from .runner import rejudge_run
+
+    if args.judge.startswith("transformers:"):
+        from agentrl_shared.offline import set_offline_env
+
+        set_offline_env()
+    backend = build_backend(
+        args.judge,
+        api_key=args.judge_api_key or os.environ.get("OPENAI_API_KEY"),
+        max_tokens=args.judge_max_tokens,
+        timeout_s=args.timeout,
+    )
+    judge = SlidingWindowJudge(
+        backend,
+        max_retries=args.judge_retries,
+        outcome_reward=args.outcome_reward,
+        evaluation_type=args.evaluation_type,
+    )
+    summary = rejudge_run(Path(args.run_dir), Path(args.output), judge, args.judge)
+    sys.stdout.write(json.dumps({k: v for k, v in summary.items() if k != "metrics"} | summary["metrics"], indent=1))
+    sys.stdout.write("\n")
+
+
 def cmd_view(args) -> None:
     from .runner import read_records
 
@@ -410,6 +449,7 @@ def main(argv: list[str] | None = None) -> None:
         "report": lambda: cmd_report(args),
         "view": lambda: cmd_view(args),
         "rag-cache": lambda: cmd_rag_cache(args),
+        "judge": lambda: cmd_judge(args),
     }
     commands[args.command]()
 

@@ -411,6 +411,60 @@ def append_run_info(out: Path, entry: dict) -> None:
     path.write_text(json.dumps({**history[0], "history": history}, indent=1))
 
 
+def rejudge_run(source: Path, output: Path, judge: SlidingWindowJudge, judge_spec: str, tasks=None) -> dict:
+    """Judge a saved run's conversations again (another judge model or evaluation type) into a new run folder.
+
+    The conversations, terminations and final states are kept; premature terminations stay 0 unjudged, as in a run.
+    Resumable: records already in `output` are kept. Returns the metrics of the new folder, also in `summary.json`.
+    `tasks` (default: loaded from the source run's settings) must hold the judged subtasks.
+    """
+    source, output = Path(source), Path(output)
+    config = json.loads((source / "config.json").read_text())
+    config.update(
+        output=str(output),
+        judge=judge_spec,
+        evaluation_type=judge.evaluation_type,
+        outcome_reward=judge.outcome_reward,
+        judge_window=judge.window,
+        judge_overlap=judge.overlap,
+        judge_retries=judge.max_retries,
+    )
+    if tasks is None:
+        tasks = load_tasks(config["tasks"] or sample_tasks_path(), config["language"])
+    subtasks = {(t.user_id, s.subtask_id): s for t in tasks for s in t.subtasks}
+    output.mkdir(parents=True, exist_ok=True)
+    (output / "config.json").write_text(json.dumps(config, indent=1))
+    results = output / "results.jsonl"
+    done = {(r["user_id"], r["trial"], r["subtask_id"]) for r in read_records(results)}
+    for record in read_records(source / "results.jsonl"):
+        if (record["user_id"], record["trial"], record["subtask_id"]) in done:
+            continue
+        subtask = subtasks.get((record["user_id"], record["subtask_id"]))
+        if subtask is None:
+            raise ValueError(f"subtask {record['subtask_id']} of user {record['user_id']} is not in the tasks")
+        if record["termination"] not in {t.value for t in PREMATURE}:
+            verdict = judge_record(judge, subtask, record["messages"])
+            tokens = verdict.pop("_judge_tokens")
+            judge_error = verdict.pop("_judge_backend_error")
+            kept = [e for e in record.get("backend_error", []) if not e.startswith("judge: ")]
+            record.update(verdict, backend_error=kept + ([judge_error] if judge_error else []))
+            record["tokens"].update(judge_prompt=tokens[0], judge_completion=tokens[1])
+        record["rejudged_from"] = str(source)
+        with open(results, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+    records = read_records(results)
+    summary = {
+        "judge": judge_spec,
+        "rejudged_from": str(source),
+        "num_records": len(records),
+        "judge_failures": sum(1 for r in records if r.get("judge_failed")),
+        "backend_errors": sum(1 for r in records if r.get("backend_error")),
+        "metrics": compute_metrics(records, config["num_trials"]),
+    }
+    (output / "summary.json").write_text(json.dumps(summary, indent=1))
+    return summary
+
+
 class Runner:
     """Runs a [`RunConfig`] with given back ends; results go to `<output>/results.jsonl`, one line per subtask.
 
