@@ -353,7 +353,9 @@ def cmd_judge(args) -> None:
         outcome_reward=args.outcome_reward,
         evaluation_type=args.evaluation_type,
     )
-    summary = rejudge_run(Path(args.run_dir), Path(args.output), judge, args.judge)
+    config = json.loads((Path(args.run_dir) / "config.json").read_text())
+    tasks = load_task_list(config["tasks"], config["language"])  # as the run loaded them (hf: specs included)
+    summary = rejudge_run(Path(args.run_dir), Path(args.output), judge, args.judge, tasks=tasks)
     sys.stdout.write(json.dumps({k: v for k, v in summary.items() if k != "metrics"} | summary["metrics"], indent=1))
     sys.stdout.write("\n")
 

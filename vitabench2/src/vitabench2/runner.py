@@ -416,7 +416,7 @@ def rejudge_run(source: Path, output: Path, judge: SlidingWindowJudge, judge_spe
 
     The conversations, terminations and final states are kept; premature terminations stay 0 unjudged, as in a run.
     Resumable: records already in `output` are kept. Returns the metrics of the new folder, also in `summary.json`.
-    `tasks` (default: loaded from the source run's settings) must hold the judged subtasks.
+    `tasks` (default: loaded from the source run's task file or folder) must hold the judged subtasks.
     """
     source, output = Path(source), Path(output)
     config = json.loads((source / "config.json").read_text())
