@@ -3,6 +3,7 @@ call whose arguments are `null`, a 400 from the judge. The run completes, each a
 reason (`backend_error`, the tool's error observation), nothing else is lost, and a resume repeats no finished
 subtask."""
 
+import csv
 import json
 
 import pytest
@@ -95,15 +96,21 @@ def test_thinking_and_completion_caps_per_role(tmp_path):
     try:
         spec = f"openai:fake-model@{server.url}"
         argv = ["run", "--agent", spec, "--users", "U_SAMPLE_02", "--thinking", "off", "--context-length", "32768"]
-        main([*argv, "--output", str(tmp_path / "run")])
+        csv_path = tmp_path / "runs.csv"
+        main([*argv, "--output", str(tmp_path / "run"), "--csv", str(csv_path)])
         sent = {(role_of(r["body"]), "chat_template_kwargs" in r["body"]) for r in server.requests}
         assert sent == {("agent", True), ("judge", False)}  # the sample's user turns here are verbatim
         caps = {(role_of(r["body"]), r["body"]["max_tokens"]) for r in server.requests}
         assert caps == {("agent", 4096), ("judge", 8192)}  # the judge's cap: official models.yaml (gpt-4.1)
         server.requests.clear()
-        main([*argv, "--output", str(tmp_path / "run2"), "--thinking-roles", "agent,judge"])
+        main([*argv, "--output", str(tmp_path / "run2"), "--thinking-roles", "agent,judge", "--csv", str(csv_path)])
         sent = {(role_of(r["body"]), "chat_template_kwargs" in r["body"]) for r in server.requests}
         assert sent == {("agent", True), ("judge", True)}
+        # --csv: one summary row per run (official --csv-output-file)
+        with csv_path.open() as f:
+            rows = list(csv.DictReader(f))
+        assert [r["output"] for r in rows] == [str(tmp_path / "run"), str(tmp_path / "run2")]
+        assert rows[0]["avg@1"] == "1.0" and rows[1]["backend_errors"] == "0" and "agent_prompt_tokens" in rows[0]
     finally:
         server.close()
 

@@ -169,6 +169,9 @@ def add_run_arguments(run: argparse.ArgumentParser) -> None:
     o.add_argument("--judge-retries", type=int, default=3, help="malformed judge replies before a recorded failure")
     o.add_argument("--retry-failed", action="store_true", help="on resume, rerun subtasks whose back end failed")
     run.add_argument("--output", required=True, help="run folder; rerun with the same folder to resume")
+    run.add_argument(
+        "--csv", default=None, help="append this run's summary as one row to a CSV file (official --csv-output-file)"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -315,6 +318,53 @@ def cmd_run(args, argv: list[str]) -> None:
         "terminations": summary["terminations"],
     }
     sys.stdout.write(json.dumps(report, indent=1) + "\n")
+    if args.csv:
+        append_csv_row(Path(args.csv), summary_row(config, summary, entry["started"]))
+
+
+def summary_row(config, summary: dict, started: str) -> dict:
+    """One run as a CSV row (official `csv_utils.create_run_summary`): settings, metrics, failures, terminations,
+    tokens per role of this invocation."""
+    m = summary["metrics"]
+    row = {
+        "started": started,
+        "output": config.output,
+        "agent": config.agent,
+        "user": config.user,
+        "judge": config.judge,
+        "memory": config.memory_name,
+        "evaluation_type": config.evaluation_type,
+        "num_trials": config.num_trials,
+        "num_records": summary["num_records"],
+        "num_units": m.get("num_units"),
+    }
+    row |= {k: v for k, v in m.items() if k.startswith(("avg@", "pass@", "pass^"))}
+    row |= {"avg_proactive": m.get("avg_proactive"), "avg_personalization": m.get("avg_personalization")}
+    row |= {"judge_failures": summary["judge_failures"], "backend_errors": summary["backend_errors"]}
+    row |= {f"termination_{k}": v for k, v in summary["terminations"].items()}
+    for role, usage in summary["usage_this_session"].items():
+        row |= {
+            f"{role}_prompt_tokens": usage["prompt_tokens"],
+            f"{role}_completion_tokens": usage["completion_tokens"],
+        }
+    return row
+
+
+def append_csv_row(path: Path, row: dict) -> None:
+    """Append `row`; when it brings new columns the file is rewritten with their union (old rows get blanks)."""
+    import csv
+
+    rows, columns = [], []
+    if path.exists():
+        with path.open(encoding="utf-8", newline="") as f:
+            reader = csv.DictReader(f)
+            rows, columns = list(reader), list(reader.fieldnames or [])
+    columns += [c for c in row if c not in columns]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows([*rows, row])
 
 
 def cmd_reproduce(args) -> None:
