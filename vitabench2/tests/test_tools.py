@@ -204,6 +204,29 @@ def test_search_ranks_every_candidate_by_partial_ratio(sample):
     assert shops[0] == "I_LOUD"
 
 
+def test_search_shuffle_ablation():
+    """Official `VITA_SHUFFLE_SEARCH`: the ranked candidates come back in random order (all still there, the best 100
+    cut after shuffling); the same seed gives the same order."""
+    import random
+
+    stores = {f"S{i}": {"store_id": f"S{i}", "name": f"Store {i}", "tags": [], "products": []} for i in range(150)}
+    env = {"user_id": "U", "stores": stores}
+    ranked = ids(
+        Environment(env, ["delivery"]).call("delivery_store_search_recommand", {"keywords": ["Store 7"]}), "store_id"
+    )
+    shuffled = [
+        ids(
+            Environment(env, ["delivery"], shuffle_search=random.Random(1)).call(
+                "delivery_store_search_recommand", {"keywords": ["Store 7"]}
+            ),
+            "store_id",
+        )
+        for _ in range(2)
+    ]
+    assert len(shuffled[0]) == 100 and shuffled[0] == shuffled[1] and shuffled[0] != ranked
+    assert set(shuffled[0]) != set(ranked)  # the cut comes after the shuffle
+
+
 def test_delivery_address_must_resolve(sample):
     env = env_for(sample, "U_SAMPLE_01_T1")
     args = {

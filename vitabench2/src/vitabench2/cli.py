@@ -156,6 +156,11 @@ def add_run_arguments(run: argparse.ArgumentParser) -> None:
         default="official",
         help="get_holiday_date table: official (2023-2025 only, as the reference) or computed (any year; a deviation)",
     )
+    o.add_argument(
+        "--shuffle-search",
+        action="store_true",
+        help="ablation: search results in random order (official VITA_SHUFFLE_SEARCH), seeded by trial and subtask",
+    )
     o.add_argument("--max-steps", type=int, default=300, help="user, agent and tool-result steps (official 300)")
     o.add_argument(
         "--max-errors",
@@ -292,6 +297,7 @@ def cmd_run(args, argv: list[str]) -> None:
         enable_thinking=thinking,
         thinking_roles=thinking_roles,
         holidays=args.holidays,
+        shuffle_search=args.shuffle_search,
         context_length=context_length,
         seed=args.seed,
     )

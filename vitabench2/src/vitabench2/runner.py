@@ -146,6 +146,8 @@ class RunConfig:
         thinking_roles (`list[str]`, *optional*, defaults to `["agent"]`): the roles `enable_thinking` is sent to.
         holidays (`str`, *optional*, defaults to `"official"`): `get_holiday_date`'s table (`official`: 2023-2025;
             `computed`: any year).
+        shuffle_search (`bool`, *optional*, defaults to `False`): the search-shuffle ablation (official
+            `VITA_SHUFFLE_SEARCH`): search results in random order, seeded by trial and subtask.
         context_length (`int`, *optional*): the agent model's context window; caps the Full Context budget.
         seed (`int`, *optional*, defaults to `300`): the run seed; each trial's agent and user calls carry a seed drawn
             from it ([`trial_seeds`], official); the judge gets none.
@@ -180,6 +182,7 @@ class RunConfig:
     enable_thinking: bool | None = None
     thinking_roles: list[str] = field(default_factory=lambda: ["agent"])
     holidays: str = "official"
+    shuffle_search: bool = False
     context_length: int | None = None
     seed: int = 300
 
@@ -220,16 +223,18 @@ def run_subtask(
     config: RunConfig,
     abort: threading.Event | None = None,
     memory_errors: list[str] | None = None,
+    search_seed: int | None = None,
 ) -> dict:
     """One conversation plus its judgement; returns the result record (without user/trial keys).
 
     A back end that fails for good (see [`BackendError`]) ends the subtask as `backend_error` with its message;
     `abort` set (Ctrl-C) raises [`Interrupted`] at the next step. Every endpoint failure of the subtask (the memory
     update before it, `memory_errors`, the agent, the user, the judge) is listed in the record's `backend_error`
-    (`"role: message"` strings).
+    (`"role: message"` strings). `search_seed` (the trial's) seeds the search-shuffle ablation.
     """
     start = time.perf_counter()
-    env = Environment(subtask.environment, subtask.domains, holidays=config.holidays)
+    shuffle = random.Random(f"{search_seed}:{subtask.subtask_id}") if config.shuffle_search else None
+    env = Environment(subtask.environment, subtask.domains, holidays=config.holidays, shuffle_search=shuffle)
     profile = task.user_profile or subtask.user_scenario.user_profile
     agent_tokens, steps, errors, termination, failure = [0, 0], 0, 0, None, ""
     backend_errors = list(memory_errors or [])
@@ -573,6 +578,7 @@ class Runner:
                     self.config,
                     abort=self._abort,
                     memory_errors=memory_errors,
+                    search_seed=seed,
                 )
             except Interrupted:
                 return

@@ -7,6 +7,7 @@ books, stock), which the outcome check and the tests read back.
 """
 
 import copy
+import random
 
 from .base import BaseTools, ToolError, sanitize, tool_schema
 from .delivery import DeliveryTools
@@ -20,14 +21,21 @@ class Environment(DeliveryTools, InStoreTools, OTATools):
     Args:
         environment (`dict`): the subtask's `environment` (deep-copied; the task is never mutated).
         domains (`list[str]`): which domain toolkits to expose (`delivery`, `instore`, `ota`); general tools always.
-        holidays (`str`, *optional*, defaults to `"official"`): see [`BaseTools`].
+        holidays (`str`, *optional*, defaults to `"official"`), shuffle_search (`random.Random`, *optional*): see
+            [`BaseTools`].
     """
 
-    def __init__(self, environment: dict, domains: list[str], holidays: str = "official"):
+    def __init__(
+        self,
+        environment: dict,
+        domains: list[str],
+        holidays: str = "official",
+        shuffle_search: random.Random | None = None,
+    ):
         for d in domains:
             if d not in DOMAIN_TOOLS:
                 raise ValueError(f"Unknown domain {d!r}; valid: {sorted(DOMAIN_TOOLS)}")
-        super().__init__(environment, holidays)
+        super().__init__(environment, holidays, shuffle_search)
         self.domains = list(domains)
         names = list(GENERAL_TOOLS)
         for d in domains:

@@ -11,6 +11,7 @@ import copy
 import inspect
 import json
 import math
+import random
 from datetime import datetime
 
 from rapidfuzz import fuzz, process
@@ -102,6 +103,8 @@ class BaseTools:
         environment (`dict`): the subtask's `environment` (deep-copied; the task is never mutated).
         holidays (`str`, *optional*, defaults to `"official"`): `get_holiday_date`'s table: the official one
             (2023-2025) or `"computed"` (any year, see `calendar.py`).
+        shuffle_search (`random.Random`, *optional*): the search-shuffle ablation (official `VITA_SHUFFLE_SEARCH`):
+            the ranked candidates of every search are shuffled before the best 100 are cut.
     """
 
     GENERAL_TOOLS = (
@@ -114,10 +117,10 @@ class BaseTools:
         "get_nearby",
     )
 
-    def __init__(self, environment: dict, holidays: str = "official"):
+    def __init__(self, environment: dict, holidays: str = "official", shuffle_search: random.Random | None = None):
         if holidays not in HOLIDAY_MODES:
             raise ValueError(f"Unknown holidays mode {holidays!r}; valid: {list(HOLIDAY_MODES)}")
-        self.holidays = holidays
+        self.holidays, self.shuffle_search = holidays, shuffle_search
         self.state = copy.deepcopy(declared_state(environment))
         for key in ("orders", "reservations", "books"):
             if not isinstance(self.state.get(key), dict):
@@ -143,6 +146,15 @@ class BaseTools:
         except TypeError as err:
             raise ToolError(f"Bad arguments for {name}: {err}") from None
         return result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
+
+    def _rank(self, query: str, docs: dict[str, str]) -> list[tuple[str, float]]:
+        """The search tools' ranking: `rerank`, shuffled under the search-shuffle ablation (official `rerank` with
+        `VITA_SHUFFLE_SEARCH`; the official also shuffles the weather and address lookups, which breaks them: ours
+        leaves those ranked)."""
+        ranked = rerank(query, docs)
+        if self.shuffle_search is not None:
+            self.shuffle_search.shuffle(ranked)
+        return ranked
 
     def tool_schemas(self) -> list[dict]:
         """OpenAI function-calling schemas of the exposed tools."""

@@ -6,7 +6,7 @@ Official code: meituan-longcat/VitaBench-2.0 @ f60169e89f30499cb7883f3dad76bd03f
 
 from datetime import timedelta
 
-from .base import SEARCH_TOP_K, TIME_FORMAT, BaseTools, ToolError, check_time, haversine_m, rerank
+from .base import SEARCH_TOP_K, TIME_FORMAT, BaseTools, ToolError, check_time, haversine_m
 from .models import render, render_order
 
 
@@ -55,7 +55,7 @@ class DeliveryTools(BaseTools):
         """Stores ranked by fuzzy match of the keywords to store name and tags (best 100)."""
         # Official document: name immediately followed by the comma-joined tags; the query is the joined keywords.
         docs = {sid: s.get("name", "") + ",".join(s.get("tags", [])) for sid, s in self._entities("stores").items()}
-        ranked = rerank("".join(keywords), docs)[:SEARCH_TOP_K]
+        ranked = self._rank("".join(keywords), docs)[:SEARCH_TOP_K]
         return "\n".join(render("Store", self._entities("stores")[sid]) for sid, _ in ranked)
 
     def delivery_product_search_recommand(self, keywords: list[str]) -> str:
@@ -68,7 +68,7 @@ class DeliveryTools(BaseTools):
         docs = {
             pid: f"{p.get('store_name', '')} {p.get('name', '')} {p.get('tags', [])}" for pid, p in products.items()
         }
-        ranked = rerank("".join(keywords), docs)[:SEARCH_TOP_K]
+        ranked = self._rank("".join(keywords), docs)[:SEARCH_TOP_K]
         return "\n".join(render("StoreProduct", products[pid]) for pid, _ in ranked)
 
     def create_delivery_order(

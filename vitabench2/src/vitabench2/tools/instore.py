@@ -7,7 +7,7 @@ product orders neither check nor reserve stock; a booking needs `enable_book` an
 starts `unconsumed`.
 """
 
-from .base import SEARCH_TOP_K, BaseTools, ToolError, check_time, rerank
+from .base import SEARCH_TOP_K, BaseTools, ToolError, check_time
 from .models import render, render_order
 
 
@@ -61,7 +61,7 @@ class InStoreTools(BaseTools):
             sid: s.get("shop_name", "") + "," + ",".join(s.get("tags", []))
             for sid, s in self._entities("shops").items()
         }
-        ranked = rerank("".join(keywords), docs)[:SEARCH_TOP_K]
+        ranked = self._rank("".join(keywords), docs)[:SEARCH_TOP_K]
         return "\n".join(render("Shop", self._entities("shops")[sid]) for sid, _ in ranked)
 
     def instore_product_search_recommend(self, keywords: list[str]) -> str:
@@ -72,7 +72,7 @@ class InStoreTools(BaseTools):
             for p in shop.get("products", [])
         }
         docs = {pid: p.get("name", "") + "," + ",".join(p.get("tags", [])) for pid, p in products.items()}
-        ranked = rerank("".join(keywords), docs)[:SEARCH_TOP_K]
+        ranked = self._rank("".join(keywords), docs)[:SEARCH_TOP_K]
         return "\n".join(render("ShopProduct", products[pid]) for pid, _ in ranked)
 
     def create_instore_product_order(self, user_id: str, shop_id: str, product_id: str, quantity: int = 1) -> str:

@@ -8,7 +8,7 @@ move to a dearer seat sets the order back to unpaid; city and route filters use 
 search falls back to every taxi when nothing matches.
 """
 
-from .base import SEARCH_TOP_K, BaseTools, ToolError, check_time, fuzzy_match, rerank
+from .base import SEARCH_TOP_K, BaseTools, ToolError, check_time, fuzzy_match
 from .models import CONTAINER_MODELS, render, render_order
 
 
@@ -183,7 +183,7 @@ class OTATools(BaseTools):
         if not hotels:
             return "No hotels found matching the criteria. Please check if the city name is correct and try again."
         docs = {str(i): h.get("hotel_name", "") + ",".join(h.get("tags", [])) for i, h in enumerate(hotels)}
-        ranked = rerank("".join(key_words or []), docs)[:SEARCH_TOP_K]
+        ranked = self._rank("".join(key_words or []), docs)[:SEARCH_TOP_K]
         return "\n".join(render("Hotel", hotels[int(i)]) for i, _ in ranked)
 
     def attractions_search_recommend(self, city_name: str, key_words: list[str]) -> str:
@@ -201,7 +201,7 @@ class OTATools(BaseTools):
             ): f"{a.get('attraction_name', '')},{a.get('description', '')},{(a.get('location') or {}).get('address', '')}"
             for i, a in enumerate(found)
         }
-        ranked = rerank("".join(key_words), docs)[:SEARCH_TOP_K]
+        ranked = self._rank("".join(key_words), docs)[:SEARCH_TOP_K]
         return "\n".join(render("Attraction", found[int(i)]) for i, _ in ranked)
 
     def flight_search_recommend(self, departure: str, destination: str) -> str:
