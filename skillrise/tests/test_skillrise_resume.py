@@ -10,7 +10,7 @@ from safetensors.torch import load_file
 from skillrise.cli import main
 
 
-SAVE_STEPS = 7
+SAVE_STEPS = 3
 
 
 def checkpoints(out) -> dict[int, str]:
@@ -24,10 +24,11 @@ def checkpoints(out) -> dict[int, str]:
 
 def test_saves_due_inside_rollouts_are_kept_and_resume_matches_the_uninterrupted_run(tmp_path):
     full, resumed = tmp_path / "full", tmp_path / "resumed"
-    # 2-row optimizer steps: a rollout of 4 trials x (2 + 1 + 2) rows makes 10 steps; saves fall due at steps 7 and 14
-    common = ["train", "--config", "smoke", "trainer.num_rollouts=2", "trainer.micro_batch_rows=2",
+    # 4-row optimizer steps: a rollout of 4 trials x (2 + 1 + 2) rows makes 5 steps; saves fall due at 3, 6 and 9
+    common = ["train", "--config", "smoke", "trainer.num_rollouts=2", "trainer.micro_batch_rows=4",
               "trainer.gradient_accumulation_steps=1", "trainer.save_strategy=steps", f"trainer.save_steps={SAVE_STEPS}",
-              "trainer.learning_rate=0.001", "env.eval_modes=[repeat]", "env.eval_tasks=1"]  # fmt: skip
+              "trainer.learning_rate=0.001", "env.max_prompt_length=256", "env.eval_modes=[repeat]",
+              "env.eval_tasks=1"]  # fmt: skip
     main([*common, f"trainer.output_dir={full}"])
     a = json.loads((full / "results.json").read_text())
     ends, step = [], 0

@@ -1,4 +1,5 @@
-"""The CLI trains two optimizer steps on CPU with a tiny model, plain and under DeepSpeed ZeRO-3; every parameter moves.
+"""The CLI trains two rollouts (one optimizer step each) on CPU with a tiny model, plain and under DeepSpeed ZeRO-3;
+every parameter moves.
 
 The tiny random Qwen3 emits malformed text (invalid actions and curate answers without `<skill>`, penalised, the old
 document kept), so these runs also show that malformed output never stops training.
