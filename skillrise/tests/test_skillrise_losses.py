@@ -47,3 +47,14 @@ def test_dual_clip_caps_negative_rows_only():
     pg = dual_clip_policy_loss(logps, old, torch.tensor([-1.0, 1.0]), eps_low=0.2, eps_high=0.2, clip_c=3.0)
     assert pg[0, 0].item() == pytest.approx(3.0)  # -A * c instead of -A * 10
     assert pg[1, 0].item() == pytest.approx(-1.2)  # A > 0: the clipped ratio 1.2
+
+
+def test_dual_clip_policy_loss_is_a_word_for_word_copy_of_sdars():
+    # duplicated on purpose (a package needs only agentrl_shared); the copies must stay identical
+    import inspect
+    from pathlib import Path
+
+    sdar_src = Path(__file__).resolve().parents[2] / "sdar" / "src" / "sdar" / "losses.py"
+    if not sdar_src.exists():
+        pytest.skip("sdar package not beside this one (a copied package)")
+    assert inspect.getsource(dual_clip_policy_loss) in sdar_src.read_text()

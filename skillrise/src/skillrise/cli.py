@@ -183,8 +183,10 @@ def train(cfg: dict, method: str = "run", output: Path = Path("runs/skillrise"))
     run = run_training(trainer, evaluate, eval_headline, out, eval_every=env.eval_every,
                        eval_before_train=env.eval_before_train,
                        resume_from_checkpoint=args.resume_from_checkpoint)  # fmt: skip
-    trainer.save_model(str(out / "final"))  # weights stay under the run's folder
     trainer.pool.close()
+    if run is None:  # stopped by a signal: the last rollout is in a checkpoint, no results (reproduce resumes it)
+        return {}
+    trainer.save_model(str(out / "final"))  # weights stay under the run's folder
     payload = training_payload(trainer, cfg, resolved, method, seeds, run)
     if trainer.accelerator.is_main_process:
         write_results(out / "results.json", payload)
