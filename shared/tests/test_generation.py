@@ -7,7 +7,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from agentrl_shared.envs import load_tasks, make_env
 from agentrl_shared.envs.pool import EnvPool
 from agentrl_shared.evaluation import run_panel
-from agentrl_shared.generation import HFGenerator
+from agentrl_shared.generation import HFGenerator, load_eval_model
 from agentrl_shared.models import tiny_qwen3
 from agentrl_shared.prompts import make_prompt
 from agentrl_shared.rollout import RolloutCollector
@@ -95,3 +95,8 @@ def test_one_batched_evaluation_pass_equals_episodes_played_alone(tiny):
     assert [(r["task_id"], r["seed"]) for r in alone] == [(r["task_id"], r["seed"]) for r in batched]
     assert [r["actions"] for r in alone] == [r["actions"] for r in batched]
     assert [r["won"] for r in alone] == [r["won"] for r in batched]
+
+
+def test_load_eval_model_in_the_asked_dtype_on_the_cpu_when_asked():
+    model = load_eval_model(tiny_qwen3(), "bfloat16", use_cpu=True)
+    assert model.device.type == "cpu" and model.dtype == torch.bfloat16

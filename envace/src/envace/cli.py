@@ -159,10 +159,10 @@ def evaluate_model(cfg: dict, method: str = "eval", output: Path = Path("runs/en
     """Evaluate `model.name_or_path` on the panel with HF generation and the real tool back ends; with `tts`, each
     task is first rehearsed privately (`tts.py`) and then executed once. Episodes are logged as they end (resume)."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     from agentrl_shared.evaluation import write_results
-    from agentrl_shared.generation import HFGenerator
+    from agentrl_shared.generation import HFGenerator, load_eval_model
     from agentrl_shared.models import model_path
 
     from .trainer import make_collector
@@ -174,7 +174,7 @@ def evaluate_model(cfg: dict, method: str = "eval", output: Path = Path("runs/en
     resolved = dump_config(cfg, out, headline(cfg))
     path = model_path(model_cfg.name_or_path)
     tok = AutoTokenizer.from_pretrained(path, padding_side="left")
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, model_cfg.dtype))
+    model = load_eval_model(path, model_cfg.dtype, args.use_cpu)  # on the GPU when there is one
     panel, seeds = _tasks(cfg, "eval"), env.eval_seeds
     generate = HFGenerator(model, tok, args.max_completion_length, env.eval_temperature, env.eval_top_p)
     collector = make_collector(args, env, tok, env.eval_tool_return_mode)

@@ -198,12 +198,12 @@ def evaluate_model(cfg: dict, method: str = "eval", output: Path = Path("runs/sk
     from functools import partial
 
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     from agentrl_shared.envs import make_env
     from agentrl_shared.envs.pool import EnvPool
     from agentrl_shared.evaluation import write_results
-    from agentrl_shared.generation import HFGenerator
+    from agentrl_shared.generation import HFGenerator, load_eval_model
     from agentrl_shared.models import model_path
 
     from .config import make_base_prompt
@@ -215,7 +215,7 @@ def evaluate_model(cfg: dict, method: str = "eval", output: Path = Path("runs/sk
     resolved = dump_config(cfg, out, headline(cfg))
     path = model_path(model_cfg.name_or_path)
     tok = AutoTokenizer.from_pretrained(path, padding_side="left")
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, model_cfg.dtype))
+    model = load_eval_model(path, model_cfg.dtype, args.use_cpu)  # on the GPU when there is one
     torch.manual_seed(args.seed)
     seeds = eval_seeds(cfg)
     slots = args.per_device_train_batch_size * args.steps_per_generation
