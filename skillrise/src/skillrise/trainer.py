@@ -170,35 +170,23 @@ class SkillRiseTrainer(MultiTurnGRPOTrainer):
 
     # --- override of GRPOTrainer ---
     def _compute_loss(self, model, inputs):
-        prompt_ids, prompt_mask = inputs["prompt_ids"], inputs["prompt_mask"]
-        completion_ids, mask = inputs["completion_ids"], inputs["completion_mask"]
-        logps, entropies, _ = self._get_per_token_logps_and_entropies(
-            model,
-            torch.cat([prompt_ids, completion_ids], dim=1),
-            torch.cat([prompt_mask, mask], dim=1),
-            completion_ids.size(1),
-            compute_entropy=True,
-        )  # (B, C) each, with grad
+        mask = inputs["completion_mask"]
+        logps, entropies = self._policy_forward(model, inputs)  # (B, C) each, with grad
         loss, sums = step_loss(
             logps,
             entropies,
             mask,
             inputs["advantages"],
-            inputs.get("old_per_token_logps", logps.detach()),  # one optimizer step per rollout: theta_old = theta
+            # theta_old: the base's no-grad forward when the rollout makes several optimizer steps, else theta
+            inputs.get("old_per_token_logps", logps.detach()),
             token_normalizer=inputs["token_normalizer"].item(),
             eps_low=self.epsilon_low,
             eps_high=self.epsilon_high,
             clip_c=self.args.delta if self.args.delta is not None else math.inf,
             entropy_coef=self.args.entropy_coef,
         )
-        # metrics: token means over this micro-batch on all ranks (one all-reduce; every rank runs every micro-batch)
-        stats = torch.stack([sums["pg"], sums["entropy"], mask.sum().to(sums["pg"].dtype)]).float()
-        stats = self.accelerator.reduce(stats, reduction="sum")
-        tokens = stats[2].item()
-        if tokens > 0:
-            mode = "train" if self.model.training else "eval"
-            self._metrics[mode]["policy_loss"].append(stats[0].item() / tokens)
-            self._metrics[mode]["entropy"].append(stats[1].item() / tokens)
+        # metrics: token means over this micro-batch on all ranks
+        self._log_token_means({"policy_loss": sums["pg"], "entropy": sums["entropy"]}, mask.sum())
         return loss
 
     # --- evaluation protocols (official val_task_mode repeat / cross) ---
