@@ -19,6 +19,7 @@ from agentrl_shared.cli import (
     append_jsonl,
     build_parser,
     dump_config,
+    eval_payload,
     launch_flags,
     log_to_file,
     method_switches,
@@ -200,18 +201,8 @@ def evaluate_model(cfg: dict, method: str = "eval", output: Path = Path("runs/en
             done.update({(r["task_id"], r["seed"]): r for r in records})
             logger.info(f"eval {method} seed {seed}: {min(start + chunk, len(todo))}/{len(todo)} tasks")
     summary = summarize([done[(t["task_id"], s)] for s in seeds for t in panel], seeds)
-    payload = {
-        "method": method,
-        "source": env.source,
-        "model": model_cfg.name_or_path,
-        "seed": args.seed,
-        "eval_seeds": seeds,
-        "tts": tts,
-        "eval_seconds": time.perf_counter() - t0,
-        "final": summary,
-        "curve": [],
-        "config": resolved,
-    }
+    payload = {**eval_payload(cfg, resolved, method, seeds, time.perf_counter() - t0, summary), "source": env.source,
+               "tts": tts}  # fmt: skip
     write_results(out / "results.json", payload)
     logger.info(f"eval {method}: reward {summary['reward_mean']:.3f} +- {summary['reward_std']:.3f}, "
           f"success {summary['success_mean']:.3f}")  # fmt: skip

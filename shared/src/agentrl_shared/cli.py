@@ -198,6 +198,21 @@ def training_payload(trainer, cfg: dict, resolved: dict, method: str, eval_seeds
     }
 
 
+def eval_payload(cfg: dict, resolved: dict, method: str, eval_seeds: list[int], seconds: float, final: dict) -> dict:
+    """The results payload of a standalone evaluation (`<pkg> eval`); a package adds its own fields."""
+    return {
+        "method": method,
+        "env": cfg["env"].name,
+        "model": cfg["model"].name_or_path,
+        "seed": cfg["trainer"].seed,
+        "eval_seeds": eval_seeds,
+        "eval_seconds": seconds,
+        "final": final,
+        "curve": [],
+        "config": resolved,
+    }
+
+
 def train_on_episodes(trainer_cls, cfg: dict, method: str, out: Path, headline: str) -> dict:
     """`<pkg> train` of a package whose trainer plays verl-agent episodes on a shared environment (SDAR, AgentOPSD):
     load the tasks and the panel, build `trainer_cls(model, args, env, tasks)`, `run_training` (every evaluation's
@@ -292,17 +307,7 @@ def evaluate_on_episodes(cfg: dict, method: str, out: Path, headline: str, promp
         t0 = time.perf_counter()
         records = run_panel(collector, generate, panel, seeds, out / "episodes.jsonl")
     summary = summarize(records, seeds)
-    payload = {
-        "method": method,
-        "env": env.name,
-        "model": model_cfg.name_or_path,
-        "seed": args.seed,
-        "eval_seeds": seeds,
-        "eval_seconds": time.perf_counter() - t0,
-        "final": summary,
-        "curve": [],
-        "config": resolved,
-    }
+    payload = eval_payload(cfg, resolved, method, seeds, time.perf_counter() - t0, summary)
     write_results(out / "results.json", payload)
     logger.info(f"eval {method}: success {summary['success_rate_mean']:.3f} +- {summary['success_rate_std']:.3f}")
     return payload
@@ -559,6 +564,7 @@ def run_command(package: str, command: Callable[[], object], errors: tuple[type[
 
 
 __all__ = [
+    "eval_payload",
     "evaluate_on_episodes",
     "train_on_episodes",
     "run_training",

@@ -17,6 +17,7 @@ from agentrl_shared.cli import (
     append_jsonl,
     build_parser,
     dump_config,
+    eval_payload,
     launch_flags,
     log_to_file,
     method_switches,
@@ -249,17 +250,7 @@ def evaluate_model(cfg: dict, method: str = "eval", output: Path = Path("runs/sk
                 logger.info(f"eval {mode}: {min(start + slots, len(todo))}/{len(todo)} trials")
             records = [done[(tuple(t["task_id"] for t in g), s)] for s in seeds for g in groups]
             summary[mode] = summarize_trials(records, mode, seeds)
-    payload = {
-        "method": method,
-        "env": env.name,
-        "model": model_cfg.name_or_path,
-        "seed": args.seed,
-        "eval_seeds": seeds,
-        "eval_seconds": time.perf_counter() - t0,
-        "final": summary,
-        "curve": [],
-        "config": resolved,
-    }
+    payload = eval_payload(cfg, resolved, method, seeds, time.perf_counter() - t0, summary)
     write_results(out / "results.json", payload)
     logger.info(f"eval {method}: {eval_headline(summary)}")
     return payload
