@@ -143,3 +143,21 @@ def test_is_guard_refuses_truncated_sampling_before_any_model_loads():
     args = _paper_trainer_args("visionopd_qwen3.5-4b_paper", "trainer.top_k=20")
     with pytest.raises(ConfigError, match="top_k=20.*vllm_importance_sampling_correction=false"):
         VADTrainer("no-such-model", args=args)  # the check runs before the model path is read
+
+
+def test_cpu_seeds_have_their_own_warm_start_and_training_questions(monkeypatch):
+    """Each training seed of the CPU check gets its own warm start (init and pre-training questions) and its own
+    training questions, while the held-out panel stays the same questions for every seed."""
+    from vad import cli, warmstart
+
+    built = []
+    monkeypatch.setattr(warmstart, "warm_start", lambda **kw: built.append(kw["seed"]) or f"warm-{kw['seed']}")
+    cfgs = [cli.load(cli.SCALE_CONFIGS["cpu"], [f"trainer.seed={s}", "data.num_train=8", "data.num_eval=4"])
+            for s in (0, 1)]  # fmt: skip
+    assert [cli.resolve_model(c) for c in cfgs] == ["warm-0", "warm-1"] and built == [0, 1]
+    rows = [cli.train_dataset(c["data"], c["trainer"].seed) for c in cfgs]
+    images = [[r["image"].tobytes() for r in seed_rows] for seed_rows in rows]
+    assert all(a != b for a, b in zip(*images, strict=True))
+    panels = [[(it.answer, it.image().tobytes()) for it in cli.procedural_items(c["data"], cli.Path("."))]
+              for c in cfgs]  # fmt: skip
+    assert panels[0] == panels[1]

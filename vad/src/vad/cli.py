@@ -75,7 +75,8 @@ def load(config: str, overrides: list[str], row: str | None = None) -> dict:
 
 def resolve_model(cfg: dict) -> str:
     """`model.name_or_path` as a local path: `vad-warm-start` builds (once) the warm start for the data config's
-    procedural task (`warmstart.warm_start`); other names go through `agentrl_shared.models.model_path`."""
+    procedural task and the run's seed `trainer.seed` (`warmstart.warm_start`: its own random init and pre-training
+    questions per seed); other names go through `agentrl_shared.models.model_path`."""
     name = cfg["model"].name_or_path
     if name != WARM_START:
         return model_path(name)
@@ -84,7 +85,8 @@ def resolve_model(cfg: dict) -> str:
     data: DataConfig = cfg["data"]
     return str(warm_start(image_size=data.image_size, detail_size=data.detail_size, cell=data.cell,
                           colours=data.colours, degrade_scale=data.degrade_scale, align=data.align,
-                          distractors=data.distractors, crop_context=data.crop_context))  # fmt: skip
+                          distractors=data.distractors, crop_context=data.crop_context,
+                          seed=cfg["trainer"].seed))  # fmt: skip
 
 
 def run_dir(output: str, cfg: dict, row: str) -> Path:
@@ -96,7 +98,9 @@ def write_json(path: Path, obj: dict) -> None:
     path.write_text(json.dumps(obj, indent=2, default=str) + "\n")
 
 
-def train_dataset(data: DataConfig):
+def train_dataset(data: DataConfig, seed: int):
+    """The training rows: Vision-OPD-6K, or `data.num_train` procedural questions drawn from the run's seed (each
+    seed its own questions; TRL's sampler shuffles them with the same seed)."""
     from datasets import Dataset
 
     from .views import load_vision_opd, procedural_rows
@@ -110,7 +114,7 @@ def train_dataset(data: DataConfig):
         task = {"image_size": data.image_size, "detail_size": data.detail_size, "cell": data.cell,
                 "align": data.align, "distractors": data.distractors, "shuffle_options": data.shuffle_options, "colours": data.colours,
                 "x0_contrast": data.x0_contrast}  # fmt: skip
-        return Dataset.from_list(procedural_rows(data.num_train, seed=data.seed, **task, **views))
+        return Dataset.from_list(procedural_rows(data.num_train, seed=seed, **task, **views))
     path = data.path or data_root() / "vision_opd"
     return load_vision_opd(path, limit=data.num_train if data.num_train > 0 else None, **views)
 
@@ -119,7 +123,8 @@ def train_dataset(data: DataConfig):
 
 
 def procedural_items(data: DataConfig, root: Path, view: str = "full"):
-    """The fixed held-out procedural panel (a different random stream from the training rows) on one view."""
+    """The fixed held-out procedural panel (stream `10_000 + data.seed`: the same questions for every training seed,
+    apart from the training rows' streams) on one view."""
     import random
 
     from .benchmarks import EvalItem
@@ -239,7 +244,7 @@ def build_trainer(cfg: dict, trainer_cls: type | None = None):
     if cfg["model"].attn_implementation is not None:
         args.model_init_kwargs["attn_implementation"] = cfg["model"].attn_implementation
     processor = AutoProcessor.from_pretrained(path, padding_side="left")
-    dataset = train_dataset(cfg["data"])
+    dataset = train_dataset(cfg["data"], args.seed)
     return (trainer_cls or VADTrainer)(path, args=args, train_dataset=dataset, processing_class=processor)
 
 

@@ -211,7 +211,8 @@ class DataConfig:
             (`vad.benchmarks.SOURCES`); default `$AGENTRL_DATA/vad`.
         num_train (`int`): procedural training rows (a cap on Vision-OPD rows when > 0).
         num_eval (`int`): held-out procedural questions (a cap per benchmark when > 0).
-        seed (`int`): data seed (the training seed is `trainer.seed`).
+        seed (`int`): seed of the held-out procedural panel, the same for every training seed (the training
+            questions, the CPU warm start and TRL's sampler follow `trainer.seed`).
         image_size, detail_size (`int`): procedural image side and evidence patch side in pixels.
         cell (`int`): procedural texture cell (stripe / square) width in pixels; `detail_size` holds an even number.
         align (`int`): the procedural patch's corner lies on this pixel grid (1: anywhere, away from the border).

@@ -275,7 +275,7 @@ def stage_signal(out: Path, device: str, quick: bool, clock: Clock, seed: int = 
             if arm == "sft_x0":  # supervised on x0 from the warm start, as many questions as the RL arms saw
                 student = Qwen2_5_VLForConditionalGeneration.from_pretrained(warm).to(device)
                 n = summary["arms"]["vad"].get("steps", plan["rl_steps"]) * plan["prompts"]
-                sft = LazySamples(0, **task)  # the RL arms' row stream (`data.seed` 0)
+                sft = LazySamples(seed, **task)  # the RL arms' row stream (`trainer.seed`)
                 torch.manual_seed(seed)
                 done = supervised(student, processor, sft, view="full", steps=max(1, n // plan["warm_batch"]),
                                   batch_size=plan["warm_batch"], learning_rate=plan["sft_lr"],
