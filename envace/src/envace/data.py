@@ -1,12 +1,13 @@
 """EnvACE training data: the official checklist format and a generator of tool tasks with real back ends.
 
-Official rows (EnvACE `agent_system/dataset/checklist_dataset.py`@173e941, built by the CM2 pipeline,
-namezhenzhang/CM2-RLCR-Tool-Agent@2758991 `pipeline/4_checklist_labeling/`) carry the tool schemas, the reference
-conversation whose user turns are replayed (`all_messages`), per-turn weighted checklists (`checklist_list`,
-num_checklists x num_turns x items) and the ground-truth `tool_call_response_map` that the rehearsal role sees as
-few-shot. The files are not public, so `generate_tasks` builds tasks of the same shape whose tools have deterministic
-Python back ends: the ground truth is real, a real-environment baseline exists, and every checklist item carries a
-machine-checkable `rule` for the rule-based judge.
+Official rows (the paper's `…_forverl_train.parquet`, written by the CM2 pipeline namezhenzhang/CM2-RLCR-Tool-Agent@2758991
+`pipeline/5_rl_training/convert_checklist_for_verl.py` and read by EnvACE `agent_system/dataset/checklist_dataset.py`
+@173e941) carry the tool schemas, the reference conversation whose user turns are replayed, per-turn weighted
+checklists (num_checklists x num_turns x items) and, derived from the conversation, the ground-truth tool
+call/response pairs the rehearsal role sees as few-shot (`normalize_record` reads the verl layout, CM2's
+`checklist_annotated.json` and env-side JSONL rows). The training files are not public, so `generate_tasks` builds
+tasks of the same shape whose tools have deterministic Python back ends: the ground truth is real, a real-environment
+baseline exists, and every checklist item carries a machine-checkable `rule` for the rule-based judge.
 """
 
 import json
@@ -49,36 +50,83 @@ def tool_call_response_map(messages: list[dict]) -> dict[str, list[list]]:
     return out
 
 
-def normalize_record(record: dict, max_num_checklist: int = 1) -> dict:
-    """One official (EnvACE parquet or CM2 JSON) record -> the task dict every module of this package uses.
+def _drop_none(item):
+    return {k: v for k, v in item.items() if v is not None} if isinstance(item, dict) else item
 
-    Keys read: `uuid`; `tools` (or `extra_info.tools`); `checklist_list` (EnvACE) or `checklists` (CM2);
-    `all_messages` (EnvACE) or `messages` (CM2) as the reference conversation; `tool_call_response_map` when present,
-    else derived from the reference conversation. `max_num_checklist` = 1 as in the official launch scripts.
+
+def _field(record: dict, extra: dict, uid, *paths: str):
+    """The first present value among `paths` (dotted; `extra_info.` ones read the decoded `extra_info`), decoded from
+    JSON when stored as a string, with the path it came from."""
+    for path in paths:
+        head, *rest = path.split(".")
+        value = extra if head == "extra_info" else record.get(head)
+        for key in rest:
+            value = _as_json(value)
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is not None:
+            return _as_json(value), path
+    raise DataError(f"record {uid!r}: no {' / '.join(paths)}; not a checklist-annotated row (CM2 pipeline).")
+
+
+def normalize_record(record: dict, max_num_checklist: int = 1) -> dict:
+    """One official record -> the task dict every module of this package uses. Three layouts:
+
+    - verl parquet/JSON (`…_forverl_train.parquet`, CM2 `pipeline/5_rl_training/convert_checklist_for_verl.py`@2758991,
+      read by EnvACE `agent_system/dataset/checklist_dataset.py:392-430`@173e941): top-level `messages` is trimmed to
+      the first user message; the whole conversation is `extra_info.messages`, the checklists
+      `extra_info.interaction_kwargs.checklist_list`, the uuid `extra_info.original_index`, the tools
+      `extra_info.tools` (a JSON string of OpenAI function schemas);
+    - CM2 `checklist_annotated.json`: `uuid`, `messages`, `tools`, `checklists`;
+    - env-side rows (JSONL): `all_messages`, `checklist_list`, `tool_call_response_map`.
+    `tool_call_response_map` is derived from the conversation where absent (EnvACE `mcp_tool.py`
+    `_get_called_tools_and_response_static`). `max_num_checklist` = 1 as in the official launch scripts. A missing or
+    malformed field raises `DataError`, one line naming the field.
     """
     extra = _as_json(record.get("extra_info")) or {}
-    tools = _as_json(record.get("tools", extra.get("tools")))
-    checklists = _as_json(record.get("checklist_list", record.get("checklists")))
-    reference = _as_json(record.get("all_messages", record.get("messages")))
-    missing = [k for k, v in (("tools", tools), ("checklists", checklists), ("all_messages", reference)) if not v]
-    if missing:
-        raise DataError(f"record {record.get('uuid')!r} lacks {', '.join(missing)}: not a checklist-annotated row.")
-    reference = [dict(m) for m in reference]
-    user_turns = [m["content"] for m in reference if m["role"] == "user"]
-    checklists = [[list(turn) for turn in c] for c in checklists[:max_num_checklist]]
+    if not isinstance(extra, dict):
+        raise DataError(f"record {record.get('uuid')!r}: extra_info is a {type(extra).__name__}, expected an object.")
+    uid, _ = _field(record, extra, None, "extra_info.original_index", "uuid", "task_id")
+    tools, tools_key = _field(record, extra, uid, "extra_info.tools", "tools")
+    checklists, cl_key = _field(record, extra, uid, "extra_info.interaction_kwargs.checklist_list", "checklist_list",
+                                "checklists")  # fmt: skip
+    reference, ref_key = _field(record, extra, uid, "extra_info.messages", "all_messages", "messages")
+    if not isinstance(tools, list) or not tools or not all(isinstance(t, dict) for t in tools):
+        raise DataError(f"record {uid!r}: {tools_key} must be a non-empty list of function schemas.")
+    tools = [t if "function" in t else {"type": "function", "function": t} for t in tools]
+    if not all(isinstance(t["function"], dict) and t["function"].get("name") for t in tools):
+        raise DataError(f"record {uid!r}: {tools_key} has a schema without function.name.")
+    if not isinstance(reference, list) or not all(isinstance(m, dict) and m.get("role") for m in reference):
+        raise DataError(f"record {uid!r}: {ref_key} must be a list of messages with a role.")
+    # Arrow structs give every message (and checklist item) every key of the column, None where it had none
+    reference = [{k: v for k, v in m.items() if v is not None} for m in reference]
+    user_turns = [m.get("content") or "" for m in reference if m["role"] == "user"]
+    if not user_turns:
+        raise DataError(f"record {uid!r}: {ref_key} has no user message.")
+    if (
+        not isinstance(checklists, list)
+        or not checklists
+        or not all(isinstance(c, list) and all(isinstance(turn, list) for turn in c) for c in checklists)
+    ):
+        raise DataError(f"record {uid!r}: {cl_key} must be a list of checklists, each a list of item lists per user "
+                        "turn.")  # fmt: skip
+    checklists = [[[_drop_none(i) for i in turn] for turn in c] for c in checklists[:max_num_checklist]]
     for c in checklists:
         if len(c) != len(user_turns):
             raise DataError(
-                f"record {record.get('uuid')!r}: a checklist has {len(c)} turns but the reference conversation has "
-                f"{len(user_turns)} user turns; the format needs one checklist turn per user turn."
+                f"record {uid!r}: {cl_key} has {len(c)} turns but {ref_key} has {len(user_turns)} user turns; the "
+                "format needs one checklist turn per user turn."
             )
+        for turn in c:
+            for item in turn:
+                if not isinstance(item, dict) or not isinstance(item.get("weight"), (int, float)):
+                    raise DataError(f"record {uid!r}: {cl_key} has an item without a numeric weight: {item!r:.80}.")
     gt_map = _as_json(record.get("tool_call_response_map")) or tool_call_response_map(reference)
     system = [m["content"] for m in reference[:1] if m["role"] == "system"]
     return {
-        "task_id": str(record.get("uuid", record.get("task_id"))),
+        "task_id": str(uid),
         "task_type": record.get("task_type", "checklist"),
         "system": system[0] if system else None,
-        "tools": [t if "function" in t else {"type": "function", "function": t} for t in tools],
+        "tools": tools,
         "reference_messages": reference,
         "user_turns": user_turns,
         "checklists": checklists,
