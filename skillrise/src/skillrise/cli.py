@@ -1,6 +1,6 @@
 """`skillrise train|eval|reproduce|report`: the SkillRise command line (`skillrise <command> --help` for its flags).
 
-`train` runs one configuration and evaluates the result on the fixed panels (repeat and/or cross protocol); `eval`
+`train` runs one configuration and evaluates the result on the evaluation panels (repeat and/or cross protocol); `eval`
 evaluates a model (the untrained baseline, or a checkpoint); `reproduce` runs one scale's plan (methods x seeds) under
 an output folder (git-ignored); `report` copies finished runs into `skillrise/results` and rebuilds the README tables
 and learning curves from those files, the only command that writes tracked files. No algorithm logic lives here.
@@ -21,6 +21,7 @@ from agentrl_shared.cli import (
     launch_flags,
     log_to_file,
     method_switches,
+    model_tag,
     parse_args,
     pending_runs,
     reproduce_paper,
@@ -75,7 +76,7 @@ def load(config: str, overrides: list[str]) -> dict:
 
 
 def run_name(cfg: dict, method: str) -> str:
-    model = Path(cfg["model"].name_or_path).name
+    model = model_tag(cfg["model"].name_or_path)
     t = cfg["trainer"]
     return f"{cfg['env'].name}_{model}_{method}_K{t.group_size_k}_{t.carry_mode}_seed{t.seed}"
 
@@ -87,13 +88,23 @@ def headline(cfg: dict) -> str:
             f"num_rollouts={t.num_rollouts}")  # fmt: skip
 
 
-def _tasks(env, split: str) -> list[dict]:
-    """The split's tasks, capped to the first `max_tasks_per_family` of each family (in loader order)."""
+# official env.seed = 0: the WebShop training workers all shuffle their goals with it (skillrise_webshop/envs.py), the
+# validation workers with seed + 1000 (`env.seed_offset_eval`)
+TRAIN_GOAL_SEED = 0
+
+
+def _tasks(env, split: str, goal_seed: int) -> list[dict]:
+    """The split's tasks (WebShop: goals fixed with `goal_seed`, `groups.pin_webshop_goals`), capped to the first
+    `max_tasks_per_family` of each family (in loader order)."""
     from agentrl_shared.envs import load_tasks
 
-    from .groups import family_of
+    from .groups import family_of, pin_webshop_goals
 
     tasks = load_tasks(env.name, split, **env.task_kwargs)
+    if env.name == "webshop":
+        kw = env.task_kwargs
+        tasks = pin_webshop_goals(tasks, goal_seed, kw.get("data_dir"), kw.get("full", False),
+                                  kw.get("human_goals", False))  # fmt: skip
     if env.max_tasks_per_family:
         counts: dict[str, int] = {}
         kept = []
@@ -107,29 +118,71 @@ def _tasks(env, split: str) -> list[dict]:
 
 
 def train_groups(cfg: dict) -> list[list[dict]]:
-    from .groups import build_groups, difficulty_fn
+    """The training groups: the official group file where `env.groups` finds one, else the rules (`groups.py`); the
+    pool shuffled once with seed 0 (official `group_loader.py`, env.seed = 0)."""
+    from .groups import build_groups, difficulty_fn, group_file, load_group_file
 
     env, K = cfg["env"], cfg["trainer"].group_size_k
-    tasks = _tasks(env, env.train_split)
-    # the official pool is shuffled once with env.seed = 0 (group_loader.py)
-    return build_groups(tasks, env.name, K, seed=0, difficulty=difficulty_fn(env.name, tasks, env.env_kwargs))
+    path = group_file(env.name, env.groups)  # before the tasks load: a missing file named fails fast
+    tasks = _tasks(env, env.train_split, TRAIN_GOAL_SEED)
+    if path is not None:
+        groups = load_group_file(path, env.name, tasks, K, env.train_split, seed=0)
+        logger.info(f"{len(groups)} training groups from {path}")
+        return groups
+    return build_groups(tasks, env.name, K, seed=0, difficulty=difficulty_fn(env.name))
 
 
-def panels(cfg: dict) -> dict[str, list[list[dict]]]:
-    """Fixed evaluation panels: `repeat` = the first `eval_tasks` tasks, each K times; `cross` = groups of K
-    different tasks of a family (the same grouping rule), the first `eval_tasks // K` of them."""
-    from .groups import build_groups, difficulty_fn, repeat_groups
+def panel_drawer(cfg: dict):
+    """A function that returns the evaluation panels of one validation (`env.eval_panel`):
+
+    - `random` (official): `eval_tasks` tasks of the eval split drawn at random without replacement, redrawn at every
+      validation from one generator seeded with `seed_offset_eval` (verl-agent validation workers: env.seed + 1000,
+      `np.random.RandomState(seed).choice(..., replace=False)` at each `reset`); cross mode draws `eval_tasks // K`
+      of the eval groups likewise;
+    - `fixed` (our comparisons): the same panel at every validation, every family in turn (round robin over the
+      families in loader order, each family's tasks in loader order), so every task type is in it once `eval_tasks`
+      is at least the number of families; cross mode: the first `eval_tasks // K` eval groups.
+
+    `repeat` = each panel task K times; `cross` = groups of K different tasks of a family (the rules of `groups.py`).
+    Every rank draws the same panels (same seed, same number of calls)."""
+    import numpy as np
+
+    from .groups import build_groups, difficulty_fn, family_of, repeat_groups
 
     env = cfg["env"]
-    tasks = _tasks(env, env.eval_split)
-    out = {}
-    if "repeat" in env.eval_modes:
-        out["repeat"] = repeat_groups(tasks[: env.eval_tasks], env.eval_k)
+    tasks = _tasks(env, env.eval_split, env.seed_offset_eval)
+    n_groups = max(env.eval_tasks // env.eval_k, 1)
+    cross = []
     if "cross" in env.eval_modes:
-        groups = build_groups(
-            tasks, env.name, env.eval_k, seed=0, difficulty=difficulty_fn(env.name, tasks, env.env_kwargs)
-        )
-        out["cross"] = groups[: max(env.eval_tasks // env.eval_k, 1)]
+        cross = build_groups(tasks, env.name, env.eval_k, seed=0, difficulty=difficulty_fn(env.name))
+    rng = np.random.RandomState(env.seed_offset_eval)
+    fixed_tasks = round_robin(tasks, lambda t: family_of(env.name, t))[: env.eval_tasks]
+
+    def draw() -> dict[str, list[list[dict]]]:
+        out = {}
+        if env.eval_panel == "random":
+            picked = [tasks[i] for i in rng.choice(len(tasks), size=min(env.eval_tasks, len(tasks)), replace=False)]
+            groups = [cross[i] for i in rng.choice(len(cross), size=min(n_groups, len(cross)), replace=False)]
+        else:
+            picked, groups = fixed_tasks, cross[:n_groups]
+        if "repeat" in env.eval_modes:
+            out["repeat"] = repeat_groups(picked, env.eval_k)
+        if "cross" in env.eval_modes:
+            out["cross"] = groups
+        return out
+
+    return draw
+
+
+def round_robin(tasks: list[dict], key) -> list[dict]:
+    """Tasks one family at a time in turn (families in order of first appearance, each in loader order)."""
+    families: dict[str, list[dict]] = {}
+    for t in tasks:
+        families.setdefault(key(t), []).append(t)
+    queues = list(families.values())
+    out = []
+    for k in range(max((len(q) for q in queues), default=0)):
+        out += [q[k] for q in queues if k < len(q)]
     return out
 
 
@@ -149,7 +202,7 @@ def eval_headline(summary: dict) -> str:
 
 
 def train(cfg: dict, method: str = "run", output: Path = Path("runs/skillrise")) -> dict:
-    """Train one configuration, then evaluate it on the fixed panels (`agentrl_shared.cli.run_training`); returns the
+    """Train one configuration, then evaluate it on the panels of `panel_drawer` (`agentrl_shared.cli.run_training`); returns the
     results payload (on every rank; files are written by the main process)."""
     from transformers import AutoTokenizer
 
@@ -166,17 +219,17 @@ def train(cfg: dict, method: str = "run", output: Path = Path("runs/skillrise"))
     path = model_path(model_cfg.name_or_path)
     set_model_init_kwargs(args, model_cfg)
     tok = AutoTokenizer.from_pretrained(path, padding_side="left")
-    panel, seeds = panels(cfg), eval_seeds(cfg)
+    draw, seeds = panel_drawer(cfg), eval_seeds(cfg)
     carry = env.eval_carry_mode or args.carry_mode
 
-    def evaluate(trainer) -> dict:
+    def evaluate(trainer) -> dict:  # a new panel at every validation where env.eval_panel = random (official)
         return {
             mode: summarize_trials(
                 trainer.evaluate_trials(groups, seeds, env.eval_temperature, carry, skip_won=mode == "repeat"),
                 mode,
                 seeds,
             )
-            for mode, groups in panel.items()
+            for mode, groups in draw().items()
         }
 
     trainer = SkillRiseTrainer(path, args, env, train_groups(cfg), processing_class=tok)
@@ -231,7 +284,7 @@ def evaluate_model(cfg: dict, method: str = "eval", output: Path = Path("runs/sk
         runner = TrialRunner(pool, make_base_prompt(env), tok, env.name, env.max_turns, env.max_prompt_length, carry,
                              args.skill_max_chars, env.curate_history, env.curate_prefix,
                              args.chat_template_kwargs)  # fmt: skip
-        for mode, groups in panels(cfg).items():
+        for mode, groups in panel_drawer(cfg)().items():
             log = out / f"trials_{mode}.jsonl"
             done = {}
             if log.exists():  # resume: finished trials are not replayed

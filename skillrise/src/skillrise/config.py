@@ -117,6 +117,9 @@ class EnvConfig:
         task_kwargs (`dict`): extra arguments of the family's task loader (e.g. `task_names`, a data path).
         env_kwargs (`dict`): constructor arguments (ScienceWorld `simplifications="easy"`, official preset).
         max_tasks_per_family (`int`): keep the first N tasks of each family before grouping (0 = all).
+        groups (`str`): where the training groups come from (`groups.py`): `official` (the official group file of the
+            environment in `$SKILLRISE_GROUPS`, fetched by `make data ENV=skillrise-groups`, where it exists; else the
+            rules, logged), `rules`, or the path of a file in the official layout.
         history_length (`int`): past steps in the solve prompt (official SkillRise `history_length` 15).
         max_turns (`int`): turn cap per task (official `env.max_turns`: 30 ScienceWorld, 10 ALFWorld, 12 WebShop).
         max_prompt_length (`int`): `data.max_prompt_length` (10240 ScienceWorld, 4096 ALFWorld, 12288 WebShop); left
@@ -126,7 +129,10 @@ class EnvConfig:
         reward_scale (`float`): r_p = reward_scale * won (official reward 10 on success, else 0).
         num_workers (`int`): environment processes (`0` = in-process).
         step_timeout (`float`): seconds before a hung environment is killed and its task marked failed.
-        eval_tasks (`int`): fixed panel size (official 128 validation tasks).
+        eval_tasks (`int`): panel size (official 128 validation tasks).
+        eval_panel (`str`): `random` (official: drawn without replacement from the eval split with seed
+            `seed_offset_eval`, redrawn at every validation) or `fixed` (the same panel at every validation, the
+            families in turn, each in loader order: every task type once `eval_tasks` >= the number of families).
         eval_k (`int`): attempts (repeat) or tasks (cross) per evaluation trial (official 3, also for the GRPO
             baseline: `val_num_attempts=3`); the knob for "success grows with longer task sequences".
         eval_modes (`list[str]`): `repeat` (official default: same task K times, cumulative pass@1..K) and/or `cross`
@@ -145,6 +151,7 @@ class EnvConfig:
     task_kwargs: dict = field(default_factory=dict)
     env_kwargs: dict = field(default_factory=lambda: {"simplifications": "easy", "max_steps": 30})
     max_tasks_per_family: int = 0
+    groups: str = "official"
     history_length: int = 15
     max_turns: int = 30
     max_prompt_length: int = 10240
@@ -154,6 +161,7 @@ class EnvConfig:
     num_workers: int = 1
     step_timeout: float = 60.0
     eval_tasks: int = 128
+    eval_panel: str = "random"
     eval_k: int = 3
     eval_modes: list[str] = field(default_factory=lambda: ["repeat"])
     eval_carry_mode: str | None = None
@@ -166,6 +174,8 @@ class EnvConfig:
     def __post_init__(self):
         if self.name not in ENV_NAMES:
             raise ValueError(f"Unknown env.name {self.name!r}; valid names: {', '.join(ENV_NAMES)}.")
+        if self.eval_panel not in ("random", "fixed"):
+            raise ValueError(f"Unknown env.eval_panel {self.eval_panel!r}; valid: random, fixed.")
         for mode in self.eval_modes:
             if mode not in ("repeat", "cross"):
                 raise ValueError(f"Unknown eval mode {mode!r}; valid: repeat, cross.")

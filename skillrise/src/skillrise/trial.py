@@ -286,8 +286,10 @@ class TrialRunner:
             for i, t in enumerate(trials):
                 t.documents.append(documents[i])
             tasks = [{**trials[i].tasks[p], "skill_document": documents[i]} for i in playing]
+            # a task with a fixed goal plays with the seed its goal was drawn with (WebShop, `groups.pin_webshop_goals`)
+            env_seeds = [trials[i].tasks[p].get("env_seed", trials[i].seed) for i in playing]
             episodes = self.collector.collect(
-                tasks, [trials[i].group_id for i in playing], [trials[i].seed for i in playing], generate,
+                tasks, [trials[i].group_id for i in playing], env_seeds, generate,
                 prompt_count, episode_offset=(trial_offset + len(trials) * p),
             )  # fmt: skip
             by_trial = dict(zip(playing, episodes, strict=True))

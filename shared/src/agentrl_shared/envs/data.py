@@ -6,6 +6,10 @@ pinned commit, into `$SKILLS_DATA` (default `~/.cache/agentrl/skills`), where `t
 ALFWorld: the release zips that `alfworld-download` fetches (`json_2.1.1_json.zip`, `json_2.1.1_pddl.zip`,
 `json_2.1.2_tw-pddl.zip`, alfworld GitHub releases) unpacked into `$ALFWORLD_DATA`, plus `logic/alfred.{pddl,twl2}`
 copied from the installed package. On failure it says what failed and where to put the files by hand.
+
+skillrise-groups: the official SkillRise task-group files `data/groups/skillrise_{alfworld,sciworld,webshop}_K3.jsonl`
+of lyq1119/SkillRise-reproduction-and-refinement (the public import of Within-yao/SkillRise) at a pinned commit, into
+`$SKILLRISE_GROUPS` (default `~/.cache/agentrl/skillrise_groups`), where `skillrise` reads them (`env.groups`).
 """
 
 import argparse
@@ -31,7 +35,13 @@ ALFWORLD_URLS = (
 # the official skill documents of SDAR (ZethWang/AgentOPSD@0c478b2 ships the same files, byte for byte), pinned
 SKILLS_REPO, SKILLS_COMMIT = "ZJU-REAL/SDAR", "8b85c231df3b384131132f174f0cd893fb58b509"
 SKILLS_ENVS = ("alfworld", "search", "webshop")
-DATASETS = ("alfworld", "skills")
+# the official SkillRise group files, pinned (skillrise `groups.py` reads them from `skillrise_groups_dir()`)
+SKILLRISE_REPO, SKILLRISE_COMMIT = (
+    "lyq1119/SkillRise-reproduction-and-refinement",
+    "79bbd911cf5a477e13679bd7eb0728dfd871c632",
+)
+SKILLRISE_GROUP_FILES = ("skillrise_alfworld_K3.jsonl", "skillrise_sciworld_K3.jsonl", "skillrise_webshop_K3.jsonl")
+DATASETS = ("alfworld", "skills", "skillrise-groups")
 MANUAL_ALFWORLD = """\
 Put the ALFWorld games there by hand:
   1. on a machine with internet, download
@@ -82,14 +92,47 @@ def fetch_skills(dest: Path, timeout: float = 60.0) -> None:
         (folder / "skill_mapping.json").write_bytes(mapping)  # last: its presence marks a complete folder
 
 
+def skillrise_groups_dir() -> Path:
+    """Where the official SkillRise group files live: `$SKILLRISE_GROUPS`, default `~/.cache/agentrl/skillrise_groups`."""
+    return Path(
+        os.environ.get("SKILLRISE_GROUPS") or Path.home() / ".cache" / "agentrl" / "skillrise_groups"
+    ).expanduser()
+
+
+def fetch_skillrise_groups(dest: Path, timeout: float = 60.0) -> None:
+    """Download the three official group files of the pinned commit into `dest` (each written whole or not at all)."""
+    base = f"https://raw.githubusercontent.com/{SKILLRISE_REPO}/{SKILLRISE_COMMIT}/data/groups"
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in SKILLRISE_GROUP_FILES:
+        logger.info(f"downloading {base}/{name}")
+        with urllib.request.urlopen(f"{base}/{name}", timeout=timeout) as resp:
+            data = resp.read()
+        (dest / f"{name}.part").write_bytes(data)
+        (dest / f"{name}.part").replace(dest / name)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Fetch official environment data.")
     parser.add_argument("dataset", choices=DATASETS)
     parser.add_argument("--dest", default=None,
                         help="target folder (default: $ALFWORLD_DATA or ~/.cache/alfworld; skills: $SKILLS_DATA or "
-                        "~/.cache/agentrl/skills)")  # fmt: skip
+                        "~/.cache/agentrl/skills; skillrise-groups: $SKILLRISE_GROUPS or "
+                        "~/.cache/agentrl/skillrise_groups)")  # fmt: skip
     args = parser.parse_args(argv)
     setup_logging()
+    if args.dataset == "skillrise-groups":
+        dest = Path(args.dest).expanduser() if args.dest else skillrise_groups_dir()
+        try:
+            fetch_skillrise_groups(dest)
+        except OSError as exc:  # URLError is an OSError
+            logger.error(f"SkillRise group files download failed: {type(exc).__name__}: {exc}")
+            logger.error(f"Copy data/groups/{{{','.join(SKILLRISE_GROUP_FILES)}}} of {SKILLRISE_REPO}@"
+                         f"{SKILLRISE_COMMIT} into {dest} by hand.")  # fmt: skip
+            return 1
+        logger.info(
+            f"official SkillRise groups in {dest}" + ("" if args.dest is None else f"; export SKILLRISE_GROUPS={dest}")
+        )
+        return 0
     if args.dataset == "skills":
         from ..skills import official_skills_dir
 
