@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from agentopsd.report import paper_metric, report
+from agentrl_shared.config import ConfigError
 
 
 PACKAGE = Path(__file__).resolve().parent.parent
@@ -62,7 +63,7 @@ def test_report_refuses_an_unfinished_compare_folder(tmp_path):
     compare = tmp_path / "compare" / "textrooms"
     compare.mkdir(parents=True)
     (compare / "compare.md").write_text("| a |\n")
-    with pytest.raises(SystemExit, match="no compare.json, learning_curves.png: run `make compare ENV=textrooms`"):
+    with pytest.raises(ConfigError, match="no compare.json, learning_curves.png: run `make compare ENV=textrooms`"):
         report(readme(tmp_path), None, compare)
 
 

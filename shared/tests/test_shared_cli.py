@@ -49,13 +49,14 @@ def test_pending_runs_skips_finished_runs(tmp_path):
     assert paper == ["seed0_alfworld_paper"]
 
 
-def test_configuration_errors_end_in_one_line_without_traceback():
+def test_configuration_errors_end_in_one_line_without_traceback(capsys):
     def bad():
         raise ConfigError("Unknown key 'lr' in override 'lr=1'.\nValid keys: learning_rate.")
 
     with pytest.raises(SystemExit) as exc:
         run_command("pkg", bad)
-    assert exc.value.code == "pkg: Unknown key 'lr' in override 'lr=1'. Valid keys: learning_rate."
+    line = "pkg: Unknown key 'lr' in override 'lr=1'. Valid keys: learning_rate."
+    assert exc.value.code == 2 and str(exc.value) == line and capsys.readouterr().err == line + "\n"
     with pytest.raises(SystemExit, match="comma-separated"):
         run_command("pkg", lambda: seeds_arg("0;1"))
 

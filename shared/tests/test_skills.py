@@ -138,5 +138,5 @@ def test_official_documents_are_read_from_their_layout(tmp_path, monkeypatch):
 
 def test_absent_official_documents_fail_with_one_line_naming_make_data(tmp_path, monkeypatch):
     monkeypatch.setenv("SKILLS_DATA", str(tmp_path / "nothing"))
-    with pytest.raises(ConfigError, match=r"no official skill documents for webshop .*run `make data ENV=skills`"):
+    with pytest.raises(ConfigError, match=r"webshop/skill_mapping.json; run `make data ENV=skills`"):
         teacher_skills("webshop", {}, "a red shirt", "official")

@@ -16,6 +16,7 @@ from agentrl_shared.cli import (
     evaluate_on_episodes,
     launch_flags,
     method_switches,
+    model_tag,
     parse_args,
     pending_runs,
     reproduce_paper,
@@ -65,7 +66,7 @@ def load(config: str, overrides: list[str]) -> dict:
 
 
 def run_name(cfg: dict, method: str) -> str:
-    model = Path(cfg["model"].name_or_path).name
+    model = model_tag(cfg["model"].name_or_path)
     return f"{cfg['env'].name}_{model}_{method}_seed{cfg['trainer'].seed}"
 
 

@@ -16,6 +16,7 @@ import shutil
 import statistics
 from pathlib import Path
 
+from agentrl_shared.config import ConfigError
 from agentrl_shared.report import collect_runs, load_runs, markdown_table, mean_std, plot_curves, replace_block
 
 
@@ -109,7 +110,7 @@ def file_compare(compare: Path, results: Path) -> None:
     """Copy a finished `make compare` output folder (`runs/compare/<env>`) to `results/compare/<env>`."""
     missing = [name for name in COMPARE_FILES if not (compare / name).exists()]
     if missing:
-        raise SystemExit(f"{compare} has no {', '.join(missing)}: run `make compare ENV={compare.name}` first.")
+        raise ConfigError(f"{compare} has no {', '.join(missing)}: run `make compare ENV={compare.name}` first.")
     target = results / "compare" / compare.name
     target.mkdir(parents=True, exist_ok=True)
     for name in COMPARE_FILES:

@@ -13,6 +13,7 @@ import logging
 import os
 import shlex
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib.resources import files
@@ -71,6 +72,15 @@ def run_folder(args, output: Path, name: str) -> Path:
     return Path(args.output_dir)
 
 
+def model_tag(name_or_path: str) -> str:
+    """A model's short name in run folders: a checkpoint folder (`.../<run>/final`, `.../checkpoint-N`) keeps its
+    run's name (`<run>-final`), so two runs' checkpoints get two folders; anything else its last path part."""
+    path = Path(name_or_path)
+    if path.name == "final" or path.name.startswith("checkpoint-"):
+        return f"{path.parent.name}-{path.name}"
+    return path.name
+
+
 def dump_config(cfg: dict, out: Path, headline: str) -> dict:
     """Write the resolved config to `<out>/config.json` (main process) and log one headline line; returns the
     resolved config as a JSON-friendly dict (on every rank, for the results payload)."""
@@ -98,13 +108,21 @@ def append_jsonl(path: Path, record: dict) -> None:
         f.write(json.dumps(record) + "\n")
 
 
+def env_tasks(env, split: str) -> list[dict]:
+    """The tasks of one split of a shared environment (`EnvConfig` `name`, `task_kwargs`); missing data, a missing
+    extra or a bad task setting is a configuration error (one line naming the fix), raised before any model loads."""
+    from .envs import load_tasks
+
+    try:
+        return load_tasks(env.name, split, **env.task_kwargs)
+    except (FileNotFoundError, ImportError, ValueError) as exc:
+        raise ConfigError(f"env {env.name!r} ({split} split): {exc}") from exc
+
+
 def load_panel(env) -> tuple[list[dict], list[int]]:
     """The fixed evaluation panel of an `EnvConfig` with the shared environments: the first `eval_episodes` tasks of
     `eval_split`, and the evaluation seeds (`seed_offset_eval + eval_seeds`)."""
-    from .envs import load_tasks
-
-    tasks = load_tasks(env.name, env.eval_split, **env.task_kwargs)[: env.eval_episodes]
-    return tasks, [env.seed_offset_eval + s for s in env.eval_seeds]
+    return env_tasks(env, env.eval_split)[: env.eval_episodes], [env.seed_offset_eval + s for s in env.eval_seeds]
 
 
 # ------------------------------------------------------------------------------------------------------- run loop
@@ -221,7 +239,6 @@ def train_on_episodes(trainer_cls, cfg: dict, method: str, out: Path, headline: 
     when a signal stopped the run before its end)."""
     from transformers import AutoTokenizer
 
-    from .envs import load_tasks
     from .evaluation import episode_record, summarize, write_results
     from .models import model_path
     from .skills import skills_folder
@@ -234,7 +251,7 @@ def train_on_episodes(trainer_cls, cfg: dict, method: str, out: Path, headline: 
     path = model_path(model_cfg.name_or_path)
     set_model_init_kwargs(args, model_cfg)
     tok = AutoTokenizer.from_pretrained(path, padding_side="left")
-    tasks = load_tasks(env.name, env.train_split, **env.task_kwargs)
+    tasks = env_tasks(env, env.train_split)
     panel, seeds = load_panel(env)
 
     records_path = out / "eval_episodes.jsonl"  # every evaluation's per-episode records (horizon analyses)
@@ -277,7 +294,7 @@ def evaluate_on_episodes(cfg: dict, method: str, out: Path, headline: str, promp
 
     from .envs import make_env
     from .envs.pool import EnvPool
-    from .evaluation import run_panel, summarize, write_results
+    from .evaluation import check_log_identity, model_identity, panel_identity, run_panel, summarize, write_results
     from .generation import HFGenerator, load_eval_model
     from .models import model_path
     from .prompts import make_prompt
@@ -290,10 +307,12 @@ def evaluate_on_episodes(cfg: dict, method: str, out: Path, headline: str, promp
     log_to_file(out, "eval.log")
     resolved = dump_config(cfg, out, headline)
     path = model_path(model_cfg.name_or_path)
+    panel, seeds = load_panel(env)
+    log = out / "episodes.jsonl"  # resumed only if this model and panel wrote it (before the model loads)
+    check_log_identity(log, {**model_identity(path), "panel": panel_identity(panel, seeds)})
     tok = AutoTokenizer.from_pretrained(path, padding_side="left")
     model = load_eval_model(path, model_cfg.dtype, args.use_cpu)
     torch.manual_seed(args.seed)
-    panel, seeds = load_panel(env)
     slots = env.eval_batch_size or args.per_device_train_batch_size * (args.steps_per_generation or 1)
     # in the trainer's precision: bf16 autocast when `bf16=True` (as the trained models are evaluated)
     autocast_dtype = torch.bfloat16 if args.bf16 else None
@@ -305,7 +324,7 @@ def evaluate_on_episodes(cfg: dict, method: str, out: Path, headline: str, promp
             transform, args.chat_template_kwargs,
         )  # fmt: skip
         t0 = time.perf_counter()
-        records = run_panel(collector, generate, panel, seeds, out / "episodes.jsonl")
+        records = run_panel(collector, generate, panel, seeds, log)
     summary = summarize(records, seeds)
     payload = eval_payload(cfg, resolved, method, seeds, time.perf_counter() - t0, summary)
     write_results(out / "results.json", payload)
@@ -554,13 +573,26 @@ def seeds_arg(text: str) -> list[int]:
         ) from None
 
 
+class UserError(SystemExit):
+    """The end of a command on a user error: exit status 2 (as argparse's usage errors), its one line on stderr."""
+
+    def __init__(self, message: str):
+        super().__init__(2)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
 def run_command(package: str, command: Callable[[], object], errors: tuple[type[Exception], ...] = ()) -> None:
     """Run `command`; a configuration error (or one of the package's data `errors`) ends it with one line
-    `<package>: <problem and fix>` and exit status 1, without a traceback."""
+    `<package>: <problem and fix>` on stderr and exit status 2, without a traceback."""
     try:
         command()
     except (ConfigError, *errors) as exc:
-        raise SystemExit(f"{package}: {' '.join(str(exc).split())}") from None
+        message = f"{package}: {' '.join(str(exc).split())}"
+        print(message, file=sys.stderr)
+        raise UserError(message) from None
 
 
 __all__ = [
@@ -582,7 +614,9 @@ __all__ = [
     "launch",
     "launch_flags",
     "launch_size",
+    "env_tasks",
     "load_panel",
+    "model_tag",
     "method_switches",
     "log_to_file",
     "parse_args",
@@ -590,6 +624,7 @@ __all__ = [
     "reproduce_paper",
     "resume_args",
     "run_command",
+    "UserError",
     "run_folder",
     "seeds_arg",
     "set_model_init_kwargs",

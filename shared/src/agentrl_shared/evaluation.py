@@ -5,6 +5,7 @@ appended to a JSONL file as they finish, so an interrupted evaluation resumes wi
 the git commit, the resolved config and the seeds.
 """
 
+import hashlib
 import json
 import logging
 import math
@@ -13,6 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from .config import ConfigError
 from .provenance import git_commit
 from .rollout import Episode, RolloutCollector, episode_metrics
 
@@ -38,6 +40,48 @@ def episode_record(ep: Episode) -> dict:
     }
 
 
+def model_identity(path: str) -> dict:
+    """Which model a local directory holds: its resolved path and a content fingerprint (sha256 of its config, weight
+    index, and each weight file's name, size, first and last MiB: cheap for a 7B checkpoint, and different for two
+    checkpoints of the same architecture)."""
+    root = Path(path).resolve()
+    digest = hashlib.sha256()
+    for file in sorted(root.glob("*.json")) + sorted(root.glob("*.safetensors")) + sorted(root.glob("*.bin")):
+        size = file.stat().st_size
+        digest.update(f"{file.name}:{size}".encode())
+        with file.open("rb") as f:
+            if file.suffix == ".json":
+                digest.update(f.read())
+            else:
+                digest.update(f.read(1 << 20))
+                f.seek(max(size - (1 << 20), 0))
+                digest.update(f.read())
+    return {"model": str(root), "fingerprint": digest.hexdigest()[:16]}
+
+
+def panel_identity(tasks: list[dict], seeds: list[int]) -> str:
+    """A short hash of a panel: its task ids in order and its seeds."""
+    return hashlib.sha256(json.dumps([[t["task_id"] for t in tasks], seeds]).encode()).hexdigest()[:16]
+
+
+def check_log_identity(log_path: Path, identity: dict) -> None:
+    """Refuse to resume an episode log that another model (or another panel) wrote: `<log>.identity.json` beside the
+    log names who wrote it (`model_identity` plus `panel`, `panel_identity`); a log without one predates identities
+    and cannot be trusted either. A new log gets its identity file."""
+    id_path = log_path.with_suffix(".identity.json")
+    if log_path.exists() and log_path.stat().st_size > 0:
+        found = json.loads(id_path.read_text()) if id_path.exists() else None
+        if found != identity:
+            wrote = f"{found['model']} (fingerprint {found['fingerprint']})" if found else "an unknown model"
+            raise ConfigError(
+                f"{log_path} holds episodes of {wrote}, not of {identity['model']} (fingerprint "
+                f"{identity['fingerprint']}, panel {identity['panel']}): pass another --output or remove that folder."
+            )
+    else:
+        id_path.parent.mkdir(parents=True, exist_ok=True)
+        id_path.write_text(json.dumps(identity, indent=2) + "\n")
+
+
 def run_panel(
     collector: RolloutCollector,
     generate: Callable,
@@ -48,7 +92,8 @@ def run_panel(
 ) -> list[dict]:
     """Play every (task, seed) pair in chunks of the pool's size; returns one record per pair, in panel order.
 
-    With `log_path`, finished records are read back first and new ones appended as each chunk ends (resume).
+    With `log_path`, finished records are read back first and new ones appended as each chunk ends (resume; the
+    caller checks first that the log is this model's, `check_log_identity`).
     """
     done: dict[tuple[str, int], dict] = {}
     if log_path is not None and log_path.exists():
@@ -125,4 +170,13 @@ def write_results(path: Path, payload: dict) -> None:
     path.write_text(json.dumps(payload, indent=2, default=str) + "\n")
 
 
-__all__ = ["episode_metrics", "pass_at_k", "run_panel", "summarize", "write_results"]
+__all__ = [
+    "check_log_identity",
+    "episode_metrics",
+    "model_identity",
+    "panel_identity",
+    "pass_at_k",
+    "run_panel",
+    "summarize",
+    "write_results",
+]

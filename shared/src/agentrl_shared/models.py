@@ -196,6 +196,10 @@ def model_path(name: str) -> str:
 
     from .config import ConfigError
 
+    if name.startswith(("/", ".", "~")) or name.count("/") > 1:  # a path, not a Hub id `org/name`
+        raise ConfigError(f"Model folder {name!r} does not exist; check model.name_or_path (a checkpoint is a run's "
+                          "`final/` or `checkpoint-N/` folder).")  # fmt: skip
+
     try:
         return snapshot_download(name, local_files_only=True)
     except (LocalEntryNotFoundError, ValueError) as exc:

@@ -113,13 +113,13 @@ def help_flags(main: Callable[[list[str]], None], command: str) -> set[str]:
 
 
 def error_line(main: Callable[[list[str]], None], argv: list[str]) -> str:
-    """The message a command that must fail on its configuration ends with; it has to be one line."""
+    """The message a command that must fail on its configuration ends with (exit status 2); it has to be one line."""
     try:
         main(argv)
     except SystemExit as exc:
-        if not isinstance(exc.code, str) or "\n" in exc.code:
-            raise AssertionError(f"expected a one-line message, got exit {exc.code!r}") from None
-        return exc.code
+        if exc.code != 2 or "\n" in str(exc):
+            raise AssertionError(f"expected a one-line message and exit 2, got exit {exc.code!r}: {exc}") from None
+        return str(exc)
     raise AssertionError(f"{argv} did not fail")
 
 

@@ -59,9 +59,8 @@ def resolve_data_dir(path: str | os.PathLike | None = None) -> Path:
     root = Path(path or os.environ.get("ALFWORLD_DATA") or Path.home() / ".cache" / "alfworld").expanduser()
     if not (root / "json_2.1.1").is_dir():
         raise FileNotFoundError(
-            f"No ALFWorld games at {root / 'json_2.1.1'}. Set ALFWORLD_DATA (or pass data_dir=) to the folder that holds "
-            "json_2.1.1/<split>/<task>/<trial>/, fetch the official data with `python -m agentrl_shared.envs.data "
-            "alfworld`, or build small local games with `agentrl_shared.testing.write_synthetic_games`."
+            f"No ALFWorld games at {root / 'json_2.1.1'}: fetch them with `make data ENV=alfworld`, or set "
+            "ALFWORLD_DATA to the folder that holds json_2.1.1/."
         )
     return root
 

@@ -82,8 +82,8 @@ def skills_folder(env: str, skills_dir: str) -> Path:
     folder = root / _folder(env)
     if not (folder / "skill_mapping.json").is_file():
         raise ConfigError(
-            f"trainer.skills_dir={skills_dir}: no official skill documents for {env} in {folder} (no "
-            "skill_mapping.json); run `make data ENV=skills` (or set trainer.skills_dir=null for this package's own)."
+            f"trainer.skills_dir={skills_dir}: no {folder}/skill_mapping.json; run `make data ENV=skills` (or "
+            "trainer.skills_dir=null: this package's own)."
         )
     return folder
 
