@@ -26,7 +26,7 @@ def test_help_lists_every_subcommand(capsys):
     with pytest.raises(SystemExit):
         cli.main(["--help"])
     out = capsys.readouterr().out
-    for name in ("run", "reproduce", "report", "view", "rag-cache"):
+    for name in ("run", "eval", "judge", "reproduce", "report", "view", "rag-cache"):
         assert name in out
     with pytest.raises(SystemExit):
         cli.main(["run", "--help"])
@@ -78,3 +78,35 @@ def test_hf_tasks_load_online_then_run_history_and_settings_check(tmp_path, monk
                 cli.main(argv + extra)
     finally:
         server.close()
+
+
+def test_eval_config_writes_results_json(tmp_path):
+    """`vitabench2 eval --config NAME key=value` (the monorepo's shape, `make eval PAPER=vitabench2`): the config's
+    `run` section becomes `vitabench2 run` flags, overrides win, the run lands in <output>/<config>_<method> and
+    results.json holds the metrics, failures, cost and the resolved config."""
+    from vitabench2.config import EvalConfig
+
+    assert EvalConfig().run_args() == []  # the defaults are run's
+    flags = EvalConfig(memory_kwargs={"top_k": 4}, users=["a", "b"], outcome_reward=True, trials=4).run_args()
+    assert flags == ["--memory-kwargs", '{"top_k": 4}', "--trials", "4", "--users", "a,b", "--outcome-reward"]
+    server = FakeServer(happy)
+    try:
+        config = tmp_path / "fake.yaml"
+        config.write_text(f"run:\n  agent: openai:fake-model@{server.url}\n  memory_type: rewrite\n  trials: 2\n")
+        cli.main(["eval", "users=[U_SAMPLE_02]", "--config", str(config), "--output", str(tmp_path), "trials=1"])
+        out = tmp_path / "fake_eval"
+        results = json.loads((out / "results.json").read_text())
+        summary = json.loads((out / "summary.json").read_text())
+        assert results["final"]["avg@1"] == summary["metrics"]["avg@1"] == 1.0
+        assert results["final"]["num_units"] == 2 and results["memory"] == "rewrite" and results["commit"]
+        assert results["config"]["run"]["trials"] == 1 and results["config"]["run"]["users"] == ["U_SAMPLE_02"]
+        assert results["cost"]["total_agent_cost"] == 0.0 and results["backend_errors"] == 0
+        assert "--trials" not in results["command"] and "--users U_SAMPLE_02" in results["command"]
+    finally:
+        server.close()
+    proc = run_cli("eval", "--config", str(config), "memory_typ=rag")
+    assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0 and "memory_type" in proc.stderr
+    proc = run_cli("eval", "--config", "sample_cpu", "trials=0", "--output", str(tmp_path))
+    assert proc.returncode == 2 and "trials must be >= 1" in proc.stderr and "Traceback" not in proc.stderr
+    proc = run_cli("eval", "--config", "paper_rewrite")
+    assert proc.returncode == 2 and "VITA_AGENT_MODEL" in proc.stderr

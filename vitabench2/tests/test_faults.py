@@ -1,5 +1,5 @@
-"""Fault injection through a real local HTTP server speaking the OpenAI API: a memory-model call that fails, a tool
-call whose arguments are `null`, a 400 from the judge. The run completes, each affected subtask is recorded with its
+"""Fault injection through a real local HTTP server speaking the OpenAI API: a memory-model call that fails, tool
+calls whose arguments are `null` or cut-off JSON, a 400 from the judge. The run completes, each affected subtask is recorded with its
 reason (`backend_error`, the tool's error observation), nothing else is lost, and a resume repeats no finished
 subtask."""
 
@@ -20,7 +20,7 @@ def memory_call(body) -> bool:
 
 class Faults:
     """The served model: the first memory update answers 500 (on every try); on "Get me a coffee" the agent calls a
-    tool with `null` arguments; the judge answers 400 on the hotel subtask."""
+    tool with `null` arguments and one with cut-off JSON; the judge answers 400 on the hotel subtask."""
 
     def __init__(self):
         self.memory_calls = 0
@@ -35,8 +35,9 @@ class Faults:
         if role_of(body) == "judge" and "Book me a hotel in Shanghai" in text:
             return 400, {"error": {"message": "Unsupported parameter: 'seed'"}}
         if role_of(body) == "agent" and "Get me a coffee" in text and body["messages"][-1]["role"] == "user":
-            call = {"id": "call_null", "type": "function", "function": {"name": "get_nearby", "arguments": "null"}}
-            return 200, completion("", [call])
+            null = {"id": "call_null", "type": "function", "function": {"name": "get_nearby", "arguments": "null"}}
+            cut = {"id": "call_cut", "type": "function", "function": {"name": "get_nearby", "arguments": '{"lat": 31'}}
+            return 200, completion("", [null, cut])
         return happy(body)
 
 
@@ -65,8 +66,10 @@ def test_faults_are_recorded_per_subtask_and_the_run_completes(tmp_path):
 
         # the null-argument tool call: that call's error observation, the conversation went on
         coffee = records["U_SAMPLE_02_T1"]
-        (tool_msg,) = [m for m in coffee["messages"] if m["role"] == "tool"]
-        assert tool_msg["error"] and tool_msg["content"].startswith("Error: ") and "JSON object" in tool_msg["content"]
+        null, cut = [m for m in coffee["messages"] if m["role"] == "tool"]
+        assert null["error"] and null["content"].startswith("Error: ") and "JSON object" in null["content"]
+        # ... and arguments that are not JSON at all: the observation quotes them
+        assert cut["error"] and "not valid JSON: '{\"lat\": 31'" in cut["content"]
         assert coffee["termination"] == "agent_stop" and coffee["backend_error"] == []
 
         # the judge's 400: a judge failure with its reason and a backend_error entry
@@ -103,7 +106,9 @@ def test_thinking_and_completion_caps_per_role(tmp_path):
         caps = {(role_of(r["body"]), r["body"]["max_tokens"]) for r in server.requests}
         assert caps == {("agent", 4096), ("judge", 8192)}  # the judge's cap: official models.yaml (gpt-4.1)
         server.requests.clear()
-        main([*argv, "--output", str(tmp_path / "run2"), "--thinking-roles", "agent,judge", "--csv", str(csv_path)])
+        prices = '{"fake-model": {"prompt_price": 2.0, "completion_price": 8.0}}'
+        run2 = [*argv, "--output", str(tmp_path / "run2"), "--thinking-roles", "agent,judge", "--csv", str(csv_path)]
+        main([*run2, "--prices", prices])
         sent = {(role_of(r["body"]), "chat_template_kwargs" in r["body"]) for r in server.requests}
         assert sent == {("agent", True), ("judge", True)}
         # --csv: one summary row per run (official --csv-output-file)
@@ -111,6 +116,17 @@ def test_thinking_and_completion_caps_per_role(tmp_path):
             rows = list(csv.DictReader(f))
         assert [r["output"] for r in rows] == [str(tmp_path / "run"), str(tmp_path / "run2")]
         assert rows[0]["avg@1"] == "1.0" and rows[1]["backend_errors"] == "0" and "agent_prompt_tokens" in rows[0]
+        # cost (official models.yaml cost_1m_token_dollar): unpriced -> 0; priced -> from the recorded tokens
+        assert rows[0]["total_agent_cost"] == "0.0" and float(rows[1]["total_agent_cost"]) > 0
+        cost = json.loads((tmp_path / "run2" / "summary.json").read_text())["cost"]
+        records = read_records(tmp_path / "run2" / "results.jsonl")
+        for role in ("agent", "judge"):
+            prompt = sum(r["tokens"][f"{role}_prompt"] for r in records)
+            completion = sum(r["tokens"][f"{role}_completion"] for r in records)
+            assert prompt > 0 and cost[f"total_{role}_cost"] == round((2.0 * prompt + 8.0 * completion) / 1e6, 6)
+        assert cost["avg_agent_cost"] == round(cost["total_agent_cost"] / len(records), 6)
+        with pytest.raises(SystemExit, match="prompt_price"):
+            main([*run2, "--prices", '{"fake-model": 2.0}'])
     finally:
         server.close()
 

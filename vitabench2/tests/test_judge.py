@@ -1,5 +1,6 @@
 """The sliding-window judge with a scripted model: all pass, one fails, state carried across windows, malformed
-output (retries, then a recorded failure), and the optional outcome check."""
+output (repaired as the official, else retried, then a recorded failure), the two evaluation types without rubrics,
+and the optional outcome check."""
 
 import json
 
@@ -7,7 +8,13 @@ import pytest
 
 from conftest import judge_all
 from vitabench2.backends import ScriptedBackend
-from vitabench2.judge import SlidingWindowJudge, parse_window_output, sliding_windows
+from vitabench2.judge import (
+    EVALUATION_TYPES,
+    SlidingWindowJudge,
+    parse_no_rubric_output,
+    parse_window_output,
+    sliding_windows,
+)
 from vitabench2.tasks import load_tasks, sample_tasks_path
 
 
@@ -139,5 +146,71 @@ def test_judge_sees_time_and_instruction_only(subtask):
         st, convo(25)
     )
     assert len(prompts) == 1 and "[25] user: message 24" in prompts[0] and res.reward == 1.0
-    with pytest.raises(ValueError, match="not implemented"):
-        SlidingWindowJudge(ScriptedBackend(script), evaluation_type="trajectory_sliding_wo_rubric")
+    with pytest.raises(ValueError, match="Unknown evaluation type"):
+        SlidingWindowJudge(ScriptedBackend(script), evaluation_type="trajectory_wo_rubric")
+
+
+def test_judge_json_is_repaired_as_the_official():
+    """Official `evaluator_extracter`: `repair_json` before `json.loads` (trailing commas, a cut-off list, Python
+    literals); what no repair can read stays malformed."""
+    cut = '```json\n[{"rubric_idx": "rubric_0", "justification": "ordered [3]", "meetExpectation": true},\n{"rubric_idx": '
+    cut += '"rubric_1", "meetExpectation": false'
+    assert parse_window_output(cut, 2) == {0: (True, "ordered [3]"), 1: (False, "")}
+    trailing = '[{"rubric_idx": "rubric_0", "meetExpectation": true,},]'
+    assert parse_window_output(trailing, 1) == {0: (True, "")}
+    assert parse_no_rubric_output("{'memory': 'm', 'justification': 'j', 'meetExpectation': True}", True) == (
+        True,
+        "j",
+        "m",
+    )
+    with pytest.raises(ValueError, match="no parseable JSON"):
+        parse_window_output("I think it went well.", 1)
+
+
+def test_evaluation_types_without_rubrics(subtask):
+    """Official `trajectory_sliding_wo_rubric` / `trajectory_full_traj_wo_rubric`: the judge sees the instruction
+    and the conversation but no rubric, returns one verdict (sliding: with a memory of earlier windows, carried into
+    the next window's prompt, and the previous verdict); reward = that verdict."""
+    from vitabench2.cli import EVALUATION_TYPES as CLI_TYPES
+
+    assert CLI_TYPES == EVALUATION_TYPES
+    prompts = []
+
+    def script(messages, tools):
+        text = messages[-1]["content"]
+        prompts.append(text)
+        window = int(text.split("You are evaluating window ")[1].split(" ")[0])
+        return json.dumps(
+            {"memory": f"MEMORY-AFTER-{window}", "justification": f"w{window}", "meetExpectation": window == 3}
+        )
+
+    res = SlidingWindowJudge(ScriptedBackend(script), evaluation_type="trajectory_sliding_wo_rubric").evaluate(
+        subtask, convo(26)
+    )
+    assert len(prompts) == 3 and res.reward == 1.0 and res.rubric_states == [True] and res.justifications == ["w3"]
+    for rubric in subtask.evaluation_criteria.rubrics():
+        assert all(rubric not in p for p in prompts)  # no rubric reaches the judge
+    assert subtask.instruction in prompts[0] and "<memory>\n\n</memory>" in prompts[0]
+    assert (
+        "MEMORY-AFTER-1" in prompts[1]
+        and '"justification": "w1"' in prompts[1]
+        and "[9] user: message 8" in prompts[1]
+    )
+    # a sliding reply without its memory field is malformed: retried, then recorded
+    res = SlidingWindowJudge(
+        ScriptedBackend(lambda m, t: '{"justification": "x", "meetExpectation": true}'),
+        evaluation_type="trajectory_sliding_wo_rubric",
+        max_retries=2,
+    ).evaluate(subtask, convo(4))
+    assert res.failed and res.judge_calls == 2 and "memory field" in res.failure_reason
+    prompts.clear()
+    res = SlidingWindowJudge(
+        ScriptedBackend(
+            lambda m, t: (
+                prompts.append(m[-1]["content"]) or '[{"justification": "no order", "meetExpectation": false}]'
+            )
+        ),
+        evaluation_type="trajectory_full_traj_wo_rubric",
+    ).evaluate(subtask, convo(26))
+    assert len(prompts) == 1 and "<trajectory_content>" in prompts[0] and "[26] assistant: message 25" in prompts[0]
+    assert res.reward == 0.0 and res.rubric_states == [False] and res.justifications == ["no order"]

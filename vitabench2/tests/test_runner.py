@@ -124,11 +124,14 @@ def test_view_and_report(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "Get me a coffee." in out and "get_user_all_orders" in out and out.count("=== user") == 1
     readme = tmp_path / "README.md"
-    readme.write_text("head\n<!-- vitabench2:report:start -->\nold\n<!-- vitabench2:report:end -->\ntail\n")
+    readme.write_text("head\n<!-- vitabench2:report:start -->\nOLD-SECTION\n<!-- vitabench2:report:end -->\ntail\n")
     main(["report", run_dir, "--results", str(tmp_path / "rep"), "--readme", str(readme)])
     text = readme.read_text()
-    assert "old" not in text and text.startswith("head") and text.endswith("tail\n")
-    assert "| transformers:smollm2-135m | Full Context | 5 x 1 | 1.000 | 1.000 | 1.000 |" in text
+    assert "OLD-SECTION" not in text and text.startswith("head") and text.endswith("tail\n")
+    assert "| transformers:smollm2-135m | Full Context | 5 x 1 | 1.000 | 1.000 | 1.000 | – |" in text  # no paper row
+    # the paper's tables, generated from the leaderboard file, beside ours
+    assert "### Paper (VitaBench 2.0 repo README leaderboard" in text and "| DeepSeek-V4-Pro | 0.456 |" in text
+    assert "| Claude-Opus-4.6 |" in text  # the thinking table too
     assert (tmp_path / "rep" / "memory_comparison.png").stat().st_size > 1000
     assert (tmp_path / "rep" / "task_index_decline.png").exists()
     assert (tmp_path / "rep" / "run" / "results.jsonl").read_text() == (tmp_path / "run" / "results.jsonl").read_text()
@@ -158,3 +161,15 @@ def test_subtask_selection_keeps_earlier_interactions_in_memory(tmp_path):
     (record,) = read_records(runner.results_path)
     assert record["subtask_id"] == "U_SAMPLE_01_T3" and record["task_index"] == 2
     assert "coriander" in record["memory_read"] and summary["num_records"] == 1
+
+
+def test_paper_row_matches_the_agent_model_and_memory():
+    from vitabench2.report import memory_table, paper_row
+
+    served = {"agent": "openai:deepseek-ai/DeepSeek-V4-Pro@http://localhost:8000/v1", "memory_type": "rewrite"}
+    assert paper_row(served) == ("DeepSeek-V4-Pro (non-thinking)", [0.427, 0.658, 0.207])
+    assert paper_row({**served, "enable_thinking": True}) == ("DeepSeek-V4-Pro (thinking)", [0.449, 0.656, 0.255])
+    assert paper_row({**served, "memory_type": "null"}) is None  # not on the leaderboard
+    assert paper_row({**served, "agent": "openai:my-model@http://x/v1"}) is None
+    run = {"config": {**served, "num_trials": 4}, "metrics": {"k": 4, "num_units": 3}, "records": []}
+    assert "0.427 / 0.658 / 0.207 (DeepSeek-V4-Pro (non-thinking))" in memory_table([run])

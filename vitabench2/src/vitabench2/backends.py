@@ -28,7 +28,8 @@ class BackendError(RuntimeError):
 
 @dataclass
 class ChatResult:
-    """One model reply. `tool_calls` items are `{"id", "name", "arguments" (dict)}`."""
+    """One model reply. `tool_calls` items are `{"id", "name", "arguments"}`: the decoded JSON (an object, or whatever
+    the model sent: `null`, a number), or the text itself when it is not valid JSON."""
 
     content: str
     tool_calls: list[dict] = field(default_factory=list)
@@ -53,15 +54,9 @@ def parse_tool_calls(text: str) -> tuple[str, list[dict]]:
             if isinstance(args, str):
                 try:
                     args = json.loads(args)
-                except json.JSONDecodeError:
-                    args = {}
-            calls.append(
-                {
-                    "id": f"call_{uuid.uuid4().hex[:8]}",
-                    "name": obj["name"],
-                    "arguments": args if isinstance(args, dict) else {},
-                }
-            )
+                except json.JSONDecodeError:  # kept as the text: the call's observation names the malformed JSON
+                    pass
+            calls.append({"id": f"call_{uuid.uuid4().hex[:8]}", "name": obj["name"], "arguments": args})
             text = text.replace(match.group(0), "")
     return text.strip(), calls
 
@@ -265,7 +260,9 @@ class OpenAIBackend(ChatBackend):
                                 "type": "function",
                                 "function": {
                                     "name": c["name"],
-                                    "arguments": json.dumps(c["arguments"], ensure_ascii=False),
+                                    "arguments": c["arguments"]
+                                    if isinstance(c["arguments"], str)
+                                    else json.dumps(c["arguments"], ensure_ascii=False),
                                 },
                             }
                             for c in m["tool_calls"]
@@ -291,10 +288,11 @@ class OpenAIBackend(ChatBackend):
             raise BackendError(f"{self.client.base_url}: reply has no choices[0].message: {str(data)[:300]}") from None
         calls = []
         for c in msg.get("tool_calls") or []:
+            raw = c["function"].get("arguments") or "{}"
             try:
-                args = json.loads(c["function"].get("arguments") or "{}")
-            except json.JSONDecodeError:
-                args = {"_raw": c["function"].get("arguments")}
+                args = json.loads(raw)
+            except json.JSONDecodeError:  # kept as the text: the call's observation names the malformed JSON
+                args = raw
             calls.append(
                 {"id": c.get("id") or f"call_{uuid.uuid4().hex[:8]}", "name": c["function"]["name"], "arguments": args}
             )

@@ -1,8 +1,9 @@
-"""`vitabench2 run | judge | reproduce | report | view | rag-cache`: evaluate agents on VitaBench 2.0 (and 1.0) tasks.
+"""`vitabench2 run | eval | judge | reproduce | report | view | rag-cache`: evaluate agents on VitaBench 2.0 / 1.0.
 
 Mirrors the official `vita run` / `vita view` CLI and its defaults (meituan-longcat/VitaBench-2.0 @ f60169e89f30499cb7883f3dad76bd03facc908d, `src/vita/cli.py`,
 `src/vita/config.py`). `run` writes results as they
-come into the folder given by --output and resumes there; `reproduce` runs the offline sample plan into an output
+come into the folder given by --output and resumes there; `eval --config NAME key=value` runs a config of
+`vitabench2/configs/` and writes `results.json` (the monorepo's command shape); `reproduce` runs the offline sample plan into an output
 folder; `report` copies run folders into a results folder and regenerates its tables, plots and README section;
 `judge` judges a saved run's conversations again (another judge model or evaluation type) into a new folder;
 `view` prints transcripts; `rag-cache` writes the embeddings `--memory-type rag_cache` reads. Configuration and data
@@ -27,6 +28,14 @@ SAMPLE_ARGS = [
     "--agent", "transformers:smollm2-135m", "--trials", "1", "--max-steps", "8", "--max-new-tokens", "32",
     "--max-input-tokens", "1024", "--concurrency", "2",
 ]  # fmt: skip
+# Official `--evaluation-type` values (judge.EVALUATION_TYPES; not imported here: `--help` stays fast).
+EVALUATION_TYPES = (
+    "trajectory",
+    "trajectory_full_traj_rubric",
+    "trajectory_sliding_wo_rubric",
+    "trajectory_full_traj_wo_rubric",
+)
+DEFAULT_CONFIG = "sample_cpu"
 SECRET_FLAGS = ("--api-key", "--agent-api-key", "--user-api-key", "--judge-api-key")
 RUN_FILES = ("config.json", "results.jsonl", "summary.json", "run_info.json")
 
@@ -35,17 +44,17 @@ def _csv(text: str | None) -> list[str] | None:
     return [x.strip() for x in text.split(",") if x.strip()] if text else None
 
 
-def _memory_kwargs(text: str | None) -> dict:
-    """`--memory-kwargs`: a JSON object, inline or in a file."""
+def _json_object(text: str | None, flag: str) -> dict:
+    """`--memory-kwargs` / `--prices`: a JSON object, inline or in a file."""
     if not text:
         return {}
     raw = Path(text).read_text() if Path(text).is_file() else text
     try:
         value = json.loads(raw)
     except json.JSONDecodeError as err:
-        raise SystemExit(f"--memory-kwargs: not a JSON object nor a JSON file ({err}): {text[:200]!r}") from None
+        raise SystemExit(f"{flag}: not a JSON object nor a JSON file ({err}): {text[:200]!r}") from None
     if not isinstance(value, dict):
-        raise SystemExit(f"--memory-kwargs must be a JSON object, got {type(value).__name__}")
+        raise SystemExit(f"{flag} must be a JSON object, got {type(value).__name__}")
     return value
 
 
@@ -169,7 +178,13 @@ def add_run_arguments(run: argparse.ArgumentParser) -> None:
         help="end a subtask after N failed tool calls (default: never, as the official orchestrator)",
     )
     o.add_argument("--concurrency", type=int, default=4, help="(user, trial) sequences in parallel; per-back-end cap")
-    o.add_argument("--evaluation-type", default="trajectory", choices=["trajectory", "trajectory_full_traj_rubric"])
+    o.add_argument(
+        "--evaluation-type",
+        default="trajectory",
+        choices=EVALUATION_TYPES,
+        help="official evaluation types: trajectory (default: sliding windows over the rubrics), "
+        "trajectory_full_traj_rubric, and without rubrics trajectory_sliding_wo_rubric, trajectory_full_traj_wo_rubric",
+    )
     o.add_argument("--outcome-reward", action="store_true", help="also judge the last write action (min with traj)")
     o.add_argument("--judge-retries", type=int, default=3, help="malformed judge replies before a recorded failure")
     o.add_argument("--retry-failed", action="store_true", help="on resume, rerun subtasks whose back end failed")
@@ -177,6 +192,26 @@ def add_run_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--csv", default=None, help="append this run's summary as one row to a CSV file (official --csv-output-file)"
     )
+    run.add_argument(
+        "--prices",
+        default=None,
+        help='USD per million tokens by model name, as a JSON object or file: \'{"my-model": {"prompt_price": 0.5, '
+        '"completion_price": 1.5}}\' (official models.yaml cost_1m_token_dollar; gpt-4.1, gpt-4o-mini and o4-mini '
+        "come with the official prices); summary.json gets the cost per role",
+    )
+
+
+EVAL_HELP = (
+    "run an eval config (a file in vitabench2/configs/ or a YAML path) into <--output>/<config>_<method>, then write "
+    "results.json there (the monorepo's `<pkg> eval --config NAME key=value` shape)"
+)
+
+
+def add_eval_arguments(ev: argparse.ArgumentParser) -> None:
+    ev.add_argument("--config", default=DEFAULT_CONFIG, help=f"config name or YAML path (default {DEFAULT_CONFIG})")
+    ev.add_argument("--output", default="runs/vitabench2", help="parent of the run folder (default runs/vitabench2)")
+    ev.add_argument("--method", default="eval", help="label written into results.json and the run folder's name")
+    ev.add_argument("overrides", nargs="*", help="key=value or run.key=value (the `run` flags without dashes)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -185,6 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="evaluate an agent over users' subtask sequences (resumable)")
     add_run_arguments(run)
+    add_eval_arguments(sub.add_parser("eval", help=EVAL_HELP, description=EVAL_HELP))
     rep = sub.add_parser("reproduce", help="the offline CPU sample: SmolLM2-135M, Full Context and RAG memory")
     rep.add_argument("--output", default="runs/vitabench2", help="parent folder of the run folders")
     report = sub.add_parser("report", help="copy run folders into a results folder; tables, plots, README section")
@@ -197,9 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
     rejudge.add_argument("--output", required=True, help="new run folder; rerun with the same folder to resume")
     rejudge.add_argument("--judge-api-key", default=None, help="bearer token (default: $OPENAI_API_KEY)")
     rejudge.add_argument("--judge-max-tokens", type=int, default=8192, help="completion cap of an openai judge")
-    rejudge.add_argument(
-        "--evaluation-type", default="trajectory", choices=["trajectory", "trajectory_full_traj_rubric"]
-    )
+    rejudge.add_argument("--evaluation-type", default="trajectory", choices=EVALUATION_TYPES)
     rejudge.add_argument("--outcome-reward", action="store_true", help="also judge the last write action")
     rejudge.add_argument("--judge-retries", type=int, default=3, help="malformed judge replies before a failure")
     rejudge.add_argument("--timeout", type=float, default=600.0, help="seconds per request to an openai judge")
@@ -212,6 +246,12 @@ def build_parser() -> argparse.ArgumentParser:
     cache.add_argument("--tasks", default=None, help="as for run (default: packaged sample)")
     cache.add_argument("--language", default="english", choices=["english", "chinese"])
     cache.add_argument("--output", required=True, help="cache folder ({user_id}__{subtask_id}.npz files)")
+    cache.add_argument(
+        "--embedder",
+        default="multilingual-e5-small",
+        choices=["multilingual-e5-small", "all-MiniLM-L6-v2"],
+        help="offline embedding model (default multilingual-e5-small; MiniLM is English-only)",
+    )
     return parser
 
 
@@ -266,7 +306,13 @@ def cmd_run(args, argv: list[str]) -> None:
     context_length = args.context_length
     if context_length is None and isinstance(specs["agent"], OpenAIBackend):
         context_length = specs["agent"].context_length()
-    memory_kwargs = _memory_kwargs(args.memory_kwargs)
+    memory_kwargs = _json_object(args.memory_kwargs, "--memory-kwargs")
+    prices = _json_object(args.prices, "--prices")
+    for model, price in prices.items():
+        if not (isinstance(price, dict) and set(price) <= {"prompt_price", "completion_price"}):
+            raise SystemExit(
+                f"--prices: {model!r} must map to {{'prompt_price': USD per 1M tokens, 'completion_price': ...}}"
+            )
     if args.rag_cache_dir:
         memory_kwargs["cache_dir"] = args.rag_cache_dir
     config = RunConfig(
@@ -300,6 +346,7 @@ def cmd_run(args, argv: list[str]) -> None:
         shuffle_search=args.shuffle_search,
         context_length=context_length,
         seed=args.seed,
+        prices=prices,
     )
     runner = Runner(config, specs["agent"], specs["user"], specs["judge"], tasks=tasks, retry_failed=args.retry_failed)
     out = Path(config.output)
@@ -322,6 +369,7 @@ def cmd_run(args, argv: list[str]) -> None:
         "judge_failures": summary["judge_failures"],
         "backend_errors": summary["backend_errors"],
         "terminations": summary["terminations"],
+        "cost": {k: v for k, v in summary["cost"].items() if k.endswith("cost")},
     }
     sys.stdout.write(json.dumps(report, indent=1) + "\n")
     if args.csv:
@@ -348,6 +396,7 @@ def summary_row(config, summary: dict, started: str) -> dict:
     row |= {"avg_proactive": m.get("avg_proactive"), "avg_personalization": m.get("avg_personalization")}
     row |= {"judge_failures": summary["judge_failures"], "backend_errors": summary["backend_errors"]}
     row |= {f"termination_{k}": v for k, v in summary["terminations"].items()}
+    row |= {k: v for k, v in summary["cost"].items() if k.endswith("cost")}  # official total_agent_cost, ...
     for role, usage in summary["usage_this_session"].items():
         row |= {
             f"{role}_prompt_tokens": usage["prompt_tokens"],
@@ -371,6 +420,40 @@ def append_csv_row(path: Path, row: dict) -> None:
         writer = csv.DictWriter(f, fieldnames=columns)
         writer.writeheader()
         writer.writerows([*rows, row])
+
+
+def cmd_eval(args) -> None:
+    """`vitabench2 eval`: the config's `run` options, the run (resumable like any run), then `results.json` with the
+    headline metrics, failures, cost and the resolved config (written with the commit and time)."""
+    from agentrl_shared.config import load_config, to_dict
+    from agentrl_shared.evaluation import write_results
+
+    from .config import EvalConfig
+
+    cfg = load_config(args.config, args.overrides, {"run": EvalConfig}, "vitabench2")
+    out = Path(args.output) / f"{Path(cfg['_source']).stem}_{args.method}"
+    argv = ["run", *cfg["run"].run_args(), "--output", str(out)]
+    logger.info("vitabench2 %s", " ".join(redact(argv)))
+    start = time.perf_counter()
+    main(argv)
+    summary = json.loads((out / "summary.json").read_text())
+    m = summary["metrics"]
+    payload = {
+        "method": args.method,
+        "model": cfg["run"].agent,
+        "memory": summary["memory"],
+        "seed": cfg["run"].seed,
+        "eval_seconds": round(time.perf_counter() - start, 3),
+        "final": {k: v for k, v in m.items() if not isinstance(v, dict)},
+        "judge_failures": summary["judge_failures"],
+        "backend_errors": summary["backend_errors"],
+        "terminations": summary["terminations"],
+        "cost": summary["cost"],
+        "run_folder": str(out),
+        "command": "vitabench2 " + " ".join(redact(argv)),
+        "config": to_dict(cfg),
+    }
+    write_results(out / "results.json", payload)
 
 
 def cmd_reproduce(args) -> None:
@@ -492,17 +575,25 @@ def cmd_report(args) -> None:
 def cmd_rag_cache(args) -> None:
     from .memory import write_rag_cache
 
-    n = write_rag_cache(load_task_list(args.tasks, args.language), args.output)
+    n = write_rag_cache(load_task_list(args.tasks, args.language), args.output, embedder=args.embedder)
     logger.info("wrote %d cache files to %s", n, args.output)
 
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser().parse_args(argv)
+    if argv[:1] == ["eval"]:  # options and key=value overrides in any order, as in the other packages (argparse
+        # cannot intermix through subparsers)
+        ev = argparse.ArgumentParser(prog="vitabench2 eval", description=EVAL_HELP)
+        add_eval_arguments(ev)
+        args = ev.parse_intermixed_args(argv[1:])
+        args.command, args.verbose = "eval", False
+    else:
+        args = build_parser().parse_args(argv)
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(message)s")
     commands = {
         "run": lambda: cmd_run(args, argv),
+        "eval": lambda: cmd_eval(args),
         "reproduce": lambda: cmd_reproduce(args),
         "report": lambda: cmd_report(args),
         "view": lambda: cmd_view(args),

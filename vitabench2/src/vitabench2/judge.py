@@ -3,10 +3,14 @@
 VitaBench 2.0 (arXiv 2605.27141), rubric-based evaluation. Official code: meituan-longcat/VitaBench-2.0 @ f60169e89f30499cb7883f3dad76bd03facc908d,
 `src/vita/evaluator/evaluator_traj.py` (windows of 10 messages overlapping by 2 over the whole trajectory, numbered
 from 1; rubric states start false and are carried across windows; the judge sees the system time and the subtask
-instruction only), `src/vita/prompts/sliding_window_eval_template.yaml` (the rules, paraphrased below) and
-`src/vita/evaluator/outcome_evaluator.py` (outcome check). Reward 1 only if every rubric is met. Malformed judge
-output is retried; after `max_retries` the subtask gets reward 0 and the reason is recorded (the official judge
-keeps the previous states instead; README "Deviations").
+instruction only), `src/vita/prompts/sliding_window_eval_template.yaml` (the rules, paraphrased below),
+`src/vita/evaluator/evaluator.py` (the four evaluation types: with rubrics, sliding or whole-trajectory; without
+rubrics, where the judge decides whether the whole instruction was completed, sliding with a running memory or
+whole-trajectory: `*_no_rubrics_eval_template.yaml`) and `src/vita/evaluator/outcome_evaluator.py` (outcome check).
+Reward 1 only if every rubric is met. Judge replies are parsed as JSON after the official `repair_json` pass
+(`src/vita/utils/utils.py::evaluator_extracter`); a reply that is still not the expected JSON is retried; after
+`max_retries` the subtask gets reward 0 and the reason is recorded (the official judge keeps the previous states
+instead; README "Deviations").
 """
 
 import json
@@ -19,8 +23,14 @@ from .tools import OUTCOME_WRITE_TOOLS, sanitize
 from .tools.models import CONTAINER_MODELS, declared, product_model
 
 
-# Official evaluation types (`--evaluation-type`); the two without rubrics are not implemented (README).
-EVALUATION_TYPES = ("trajectory", "trajectory_full_traj_rubric")
+# Official evaluation types (`--evaluation-type`, `src/vita/evaluator/evaluator.py`).
+EVALUATION_TYPES = (
+    "trajectory",
+    "trajectory_full_traj_rubric",
+    "trajectory_sliding_wo_rubric",
+    "trajectory_full_traj_wo_rubric",
+)
+SLIDING_TYPES = ("trajectory", "trajectory_sliding_wo_rubric")
 
 
 JUDGE_PROMPT = """# System information
@@ -71,6 +81,77 @@ Reply with a JSON list, one object per rubric:
 [{{"rubric_idx": "rubric_0", "rubric": "<rubric text>", "justification": "<short reason>", "meetExpectation": true}}]
 ```"""
 
+# Without rubrics (official `sliding_window_eval_no_rubrics_eval_template.yaml` and
+# `full_trajectory_no_rubrics_eval_template.yaml`, in our words): one verdict on the whole instruction; the sliding
+# variant carries a memory of earlier windows and the previous verdict.
+NO_RUBRIC_PROMPT = """# System information
+{env_info}
+
+# User complete instruction
+{user_instruction}
+
+# Background
+- A user talks with an assistant that can call tools; tool results start with "tool".
+- Decide whether the user's complete instruction has been fulfilled. There are no rubrics: split the instruction into
+  its requirements yourself and check each of them.
+{scope}
+
+# Task
+{task}
+
+# Rules
+- Judge only what the assistant says and the tool calls it makes, against the instruction. What the user says only
+  guides the assistant; it does not change the standard.
+- Tool results are seen by the assistant alone; they are not recommendations to the user. The assistant must not
+  invent tool results.
+- A purchase is done only if the assistant really placed the order with a tool call that succeeded. If the call
+  failed, or the assistant wrongly believes it ordered, or the user says they will order it themselves, it is not.
+- Quantities and delivery times are strict: no fewer or more items, no later delivery. A user who compromises
+  ("fewer is fine", "later is okay", "no objection to the order") does not make the instruction fulfilled.
+- Addresses and order notes are judged by function: close enough to find the place or carry the main request counts.
+{notes}
+
+{content}
+
+# Output
+Reply with a JSON object:
+```json
+{output}
+```"""
+NO_RUBRIC_SLIDING = {
+    "scope": """- Sliding-window evaluation: each window shows up to {window} messages, consecutive windows overlap by {overlap}
+  messages. You are evaluating window {window_idx} of {total_windows}. <memory> summarises the earlier windows and
+  <current_evaluation> holds the verdict so far (it starts false).""",
+    "task": """- Set the verdict from false to true only if, with this window and the earlier ones, the assistant has fulfilled
+  the whole instruction.
+- Set it from true back to false only if the assistant overturned an earlier correct conclusion in this window. If
+  the user's own needs changed (for example the user cancels after ordering), do not overturn the earlier verdict.
+- Merge this window with <memory> into a new memory: for each requirement, what was settled and the key facts with
+  their message numbers [x]; note requirements this window does not touch, and facts that later windows must
+  settle.""",
+    "notes": "",
+    "content": """<window_content>
+{window_content}
+</window_content>
+<memory>
+{memory}
+</memory>
+<current_evaluation>
+{current_evaluation}
+</current_evaluation>""",
+    "output": '{{"memory": "<summary of the windows so far>", "justification": "<short reason>", "meetExpectation": '
+    "true}}",
+}
+NO_RUBRIC_FULL = {
+    "scope": "- <trajectory_content> holds the whole conversation.",
+    "task": "- Decide whether every requirement of the user's complete instruction has been fully met.",
+    "notes": "- In the justification, record the key facts for each requirement with their message numbers [x].",
+    "content": """<trajectory_content>
+{window_content}
+</trajectory_content>""",
+    "output": '{{"justification": "<short reason>", "meetExpectation": true}}',
+}
+
 OUTCOME_PROMPT = """You check whether an assistant's actual action satisfies the user's requirements.
 
 # Requirements (rubrics)
@@ -114,19 +195,20 @@ class JudgeResult:
 
 
 def _extract_json(text: str):
+    """The JSON of a judge reply: a strict parse of the fenced block or of the whole text, else the official pass,
+    `json.loads(repair_json(text))` (prose around the JSON, trailing commas, Python literals, a cut-off reply)."""
+    from json_repair import repair_json
+
     fenced = re.search(r"```(?:json)?\s*(.*?)```", text, re.DOTALL)
-    candidates = ([fenced.group(1)] if fenced else []) + [text.strip()]
-    pairs = sorted((("[", "]"), ("{", "}")), key=lambda p: text.find(p[0]) if p[0] in text else len(text))
-    for open_c, close_c in pairs:  # the outermost bracket first
-        start, end = text.find(open_c), text.rfind(close_c)
-        if start != -1 and end > start:
-            candidates.append(text[start : end + 1])
-    for c in candidates:
+    for candidate in ([fenced.group(1)] if fenced else []) + [text.strip()]:
         try:
-            return json.loads(c)
+            return json.loads(candidate)
         except json.JSONDecodeError:
             continue
-    raise MalformedJudgeOutput(f"no parseable JSON in judge output: {text[:200]!r}")
+    repaired = repair_json(text)
+    if repaired in ("", '""', "[]", "{}"):
+        raise MalformedJudgeOutput(f"no parseable JSON in judge output: {text[:200]!r}")
+    return json.loads(repaired)
 
 
 def parse_window_output(text: str, num_rubrics: int) -> dict[int, tuple[bool, str]]:
@@ -150,6 +232,24 @@ def parse_window_output(text: str, num_rubrics: int) -> dict[int, tuple[bool, st
             raise MalformedJudgeOutput(f"meetExpectation must be true/false, got {meet!r}")
         out[int(match.group())] = (meet, str(item.get("justification", "")))
     return out
+
+
+def parse_no_rubric_output(text: str, sliding: bool) -> tuple[bool, str, str]:
+    """Parse a no-rubric reply into (meetExpectation, justification, memory); raises on malformed output."""
+    data = _extract_json(text)
+    if isinstance(data, list) and data:  # official: a list counts by its first element
+        data = data[0]
+    if not isinstance(data, dict) or "meetExpectation" not in data:
+        raise MalformedJudgeOutput(f"no-rubric reply needs a meetExpectation field: {text[:160]!r}")
+    meet = data["meetExpectation"]
+    if isinstance(meet, str) and meet.lower() in ("true", "false"):
+        meet = meet.lower() == "true"
+    if not isinstance(meet, bool):
+        raise MalformedJudgeOutput(f"meetExpectation must be true/false, got {meet!r}")
+    if sliding and "memory" not in data:
+        raise MalformedJudgeOutput(f"sliding no-rubric reply needs a memory field: {text[:160]!r}")
+    memory = data.get("memory", "")
+    return meet, str(data.get("justification", "")), memory if isinstance(memory, str) else json.dumps(memory)
 
 
 def parse_outcome_output(text: str) -> float:
@@ -201,8 +301,10 @@ class SlidingWindowJudge:
         window (`int`, *optional*, defaults to `10`) / overlap (`int`, *optional*, defaults to `2`): messages.
         max_retries (`int`, *optional*, defaults to `3`): attempts per judge call before recording a failure.
         outcome_reward (`bool`, *optional*, defaults to `False`): also judge the last resolved write action.
-        evaluation_type (`str`, *optional*, defaults to `"trajectory"`): `trajectory` (sliding windows) or
-            `trajectory_full_traj_rubric` (the whole trajectory in one judge call).
+        evaluation_type (`str`, *optional*, defaults to `"trajectory"`): `trajectory` (sliding windows over the
+            rubrics), `trajectory_full_traj_rubric` (the whole trajectory in one call), `trajectory_sliding_wo_rubric`
+            / `trajectory_full_traj_wo_rubric` (one verdict on the whole instruction, no rubrics shown: the
+            record's `rubric_states` then hold that one verdict).
     """
 
     def __init__(
@@ -215,10 +317,7 @@ class SlidingWindowJudge:
         evaluation_type: str = "trajectory",
     ):
         if evaluation_type not in EVALUATION_TYPES:
-            raise ValueError(
-                f"Unknown evaluation type {evaluation_type!r}; implemented: {list(EVALUATION_TYPES)} (the official "
-                "trajectory_sliding_wo_rubric / trajectory_full_traj_wo_rubric are not implemented)"
-            )
+            raise ValueError(f"Unknown evaluation type {evaluation_type!r}; valid: {list(EVALUATION_TYPES)}")
         self.backend, self.window, self.overlap = backend, window, overlap
         self.max_retries, self.outcome_reward, self.evaluation_type = max_retries, outcome_reward, evaluation_type
 
@@ -238,13 +337,12 @@ class SlidingWindowJudge:
     def evaluate(self, subtask: SubTask, messages: list[dict]) -> JudgeResult:
         """Judge a finished conversation (`messages` as the runner records them; system messages are skipped)."""
         rubrics = subtask.evaluation_criteria.rubrics()
-        states, notes = [False] * len(rubrics), [""] * len(rubrics)
-        result = JudgeResult(reward=0.0, rubric_states=states, justifications=notes)
-        if not rubrics:  # official: no rubric to evaluate -> reward 1
+        result = JudgeResult(reward=0.0, rubric_states=[False] * len(rubrics), justifications=[""] * len(rubrics))
+        if not rubrics:  # official: no rubric (nor expected state) to evaluate -> reward 1, whatever the type
             result.reward = result.reward_breakdown = 1.0
             return result
         convo = [m for m in messages if m["role"] != "system"]
-        if self.evaluation_type == "trajectory":
+        if self.evaluation_type in SLIDING_TYPES:
             spans = sliding_windows(len(convo), self.window, self.overlap)
         else:
             spans = [(0, len(convo))]
@@ -252,29 +350,13 @@ class SlidingWindowJudge:
         env_info = json.dumps({"system_time": agent_clock(subtask.environment), "database": []}, ensure_ascii=False)
         # Official: the judge gets the subtask instruction only (1.0 tasks: their `instructions`).
         instruction = subtask.instruction or subtask.user_intention
-        for w, (start, end) in enumerate(spans, start=1):
-            current = [
-                {"rubric_idx": f"rubric_{i}", "rubric": r, "justification": notes[i], "meetExpectation": states[i]}
-                for i, r in enumerate(rubrics)
-            ]
-            lines = [format_message(start + i + 1, m) for i, m in enumerate(convo[start:end])]
-            prompt = JUDGE_PROMPT.format(
-                env_info=env_info,
-                user_instruction=instruction,
-                window=self.window if self.evaluation_type == "trajectory" else len(convo),
-                overlap=self.overlap,
-                window_idx=w,
-                total_windows=len(spans),
-                window_content="\n".join(line for line in lines if line),
-                current_rubrics=json.dumps(current, ensure_ascii=False, indent=1),
-            )
-            try:
-                update = self._ask(prompt, lambda text: parse_window_output(text, len(rubrics)), result)
-            except MalformedJudgeOutput as err:
-                result.failed, result.failure_reason = True, f"window {w}/{len(spans)}: {err}"
-                return result
-            for i, (meet, why) in update.items():
-                states[i], notes[i] = meet, why
+        judge = self._without_rubrics if self.evaluation_type.endswith("_wo_rubric") else self._with_rubrics
+        try:
+            judge(convo, spans, env_info, instruction, rubrics, result)
+        except MalformedJudgeOutput as err:
+            result.failed, result.failure_reason = True, str(err)
+            return result
+        states = result.rubric_states
         result.reward_breakdown = sum(states) / len(states)
         result.reward = 1.0 if all(states) else 0.0  # all-or-nothing (official evaluator_traj.py)
         if self.outcome_reward:
@@ -287,6 +369,63 @@ class SlidingWindowJudge:
             if result.outcome_reward is not None:
                 result.reward = min(result.reward, result.outcome_reward)
         return result
+
+    def _window_text(self, convo: list[dict], start: int, end: int) -> str:
+        lines = [format_message(start + i + 1, m) for i, m in enumerate(convo[start:end])]
+        return "\n".join(line for line in lines if line)
+
+    def _with_rubrics(self, convo, spans, env_info, instruction, rubrics, result: JudgeResult) -> None:
+        """Official `calculate_reward` / `calculate_reward_full_traj_rubric`: rubric states carried across windows."""
+        states, notes = result.rubric_states, result.justifications
+        for w, (start, end) in enumerate(spans, start=1):
+            current = [
+                {"rubric_idx": f"rubric_{i}", "rubric": r, "justification": notes[i], "meetExpectation": states[i]}
+                for i, r in enumerate(rubrics)
+            ]
+            prompt = JUDGE_PROMPT.format(
+                env_info=env_info,
+                user_instruction=instruction,
+                window=self.window if self.evaluation_type in SLIDING_TYPES else len(convo),
+                overlap=self.overlap,
+                window_idx=w,
+                total_windows=len(spans),
+                window_content=self._window_text(convo, start, end),
+                current_rubrics=json.dumps(current, ensure_ascii=False, indent=1),
+            )
+            try:
+                update = self._ask(prompt, lambda text: parse_window_output(text, len(rubrics)), result)
+            except MalformedJudgeOutput as err:
+                raise MalformedJudgeOutput(f"window {w}/{len(spans)}: {err}") from None
+            for i, (meet, why) in update.items():
+                states[i], notes[i] = meet, why
+
+    def _without_rubrics(self, convo, spans, env_info, instruction, rubrics, result: JudgeResult) -> None:
+        """Official `calculate_reward_sliding_wo_rubric` / `calculate_reward_full_traj_wo_rubric`: one verdict on the
+        whole instruction (the rubrics are not shown); the sliding variant carries the judge's memory and verdict."""
+        sliding = self.evaluation_type in SLIDING_TYPES
+        parts = NO_RUBRIC_SLIDING if sliding else NO_RUBRIC_FULL
+        verdict, memory = {"justification": "Not evaluated yet", "meetExpectation": False}, ""
+        for w, (start, end) in enumerate(spans, start=1):
+            fields = {
+                "window": self.window,
+                "overlap": self.overlap,
+                "window_idx": w,
+                "total_windows": len(spans),
+                "window_content": self._window_text(convo, start, end),
+                "memory": memory,
+                "current_evaluation": json.dumps(verdict, ensure_ascii=False, indent=1),
+            }
+            prompt = NO_RUBRIC_PROMPT.format(
+                env_info=env_info,
+                user_instruction=instruction,
+                **{k: v.format(**fields) for k, v in parts.items()},
+            )
+            try:
+                meet, why, memory = self._ask(prompt, lambda text: parse_no_rubric_output(text, sliding), result)
+            except MalformedJudgeOutput as err:
+                raise MalformedJudgeOutput(f"window {w}/{len(spans)}: {err}") from None
+            verdict = {"justification": why, "meetExpectation": meet}
+        result.rubric_states, result.justifications = [verdict["meetExpectation"]], [verdict["justification"]]
 
     def outcome_check(self, subtask: SubTask, messages: list[dict], result: JudgeResult) -> float | None:
         """Official `evaluate_outcome_for_subtask`: the last WRITE call whose entity resolves in the subtask's

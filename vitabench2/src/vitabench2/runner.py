@@ -151,6 +151,9 @@ class RunConfig:
         context_length (`int`, *optional*): the agent model's context window; caps the Full Context budget.
         seed (`int`, *optional*, defaults to `300`): the run seed; each trial's agent and user calls carry a seed drawn
             from it ([`trial_seeds`], official); the judge gets none.
+        prices (`dict`, *optional*): USD per million tokens by model name, `{"MODEL": {"prompt_price": p,
+            "completion_price": c}}` (official models.yaml `cost_1m_token_dollar`), over [`OFFICIAL_PRICES`]; only
+            the cost figures of `summary.json` depend on it.
     """
 
     output: str
@@ -185,6 +188,7 @@ class RunConfig:
     shuffle_search: bool = False
     context_length: int | None = None
     seed: int = 300
+    prices: dict = field(default_factory=dict)
 
     @property
     def memory_name(self) -> str:
@@ -192,7 +196,42 @@ class RunConfig:
 
 
 # Settings that do not change results, so a resume may change them.
-RESUMABLE_KEYS = ("output", "max_concurrency", "users", "subtasks", "num_users", "num_trials")
+RESUMABLE_KEYS = ("output", "max_concurrency", "users", "subtasks", "num_users", "num_trials", "prices")
+# USD per million prompt / completion tokens: the official `src/vita/models.yaml.example` entries
+# (`cost_1m_token_dollar`); `--prices` adds or replaces models. A model without both prices costs 0, as official.
+OFFICIAL_PRICES = {
+    "gpt-4.1": {"prompt_price": 2.00, "completion_price": 8.00},
+    "gpt-4o-mini": {"prompt_price": 0.15, "completion_price": 0.60},
+    "o4-mini": {"prompt_price": 1.10, "completion_price": 4.40},
+}
+
+
+def model_name(spec: str) -> str:
+    """The model of a back end spec: `openai:MODEL@URL` -> MODEL, `transformers:PATH` -> PATH."""
+    return spec.partition(":")[2].partition("@")[0]
+
+
+def run_cost(records: list[dict], specs: dict[str, str], prices: dict | None = None) -> dict:
+    """Dollar cost of the recorded conversations and judgements per role (official `get_response_cost` per call,
+    summed per simulation by `get_cost` and over the run by `csv_utils.create_run_summary`: `total_agent_cost`,
+    `total_user_cost`, and `avg_agent_cost` per simulation from `agent_metrics`), from each record's token counts;
+    `specs` maps agent / user / judge to back end specs. Memory-model calls are not in the records (nor in the
+    official cost)."""
+    table = {**OFFICIAL_PRICES, **(prices or {})}
+    out: dict = {}
+    for role in ("agent", "user", "judge"):
+        price = table.get(model_name(specs[role]), {})
+        p, c = price.get("prompt_price", 0), price.get("completion_price", 0)
+        if not (p and c):
+            p = c = 0
+        tokens = [r.get("tokens", {}) for r in records]
+        prompt = sum(t.get(f"{role}_prompt", 0) for t in tokens)
+        completion = sum(t.get(f"{role}_completion", 0) for t in tokens)
+        out[f"{role}_prompt_tokens"], out[f"{role}_completion_tokens"] = prompt, completion
+        out[f"total_{role}_cost"] = round((p * prompt + c * completion) / 1_000_000, 6)
+    out["avg_agent_cost"] = round(out["total_agent_cost"] / len(records), 6) if records else 0.0
+    out["priced"] = {role: model_name(specs[role]) in table for role in ("agent", "user", "judge")}
+    return out
 
 
 def build_system_prompt(subtask: SubTask, profile: dict, memory_text: str, version: str = "2.0") -> str:
@@ -465,6 +504,7 @@ def rejudge_run(source: Path, output: Path, judge: SlidingWindowJudge, judge_spe
         "judge_failures": sum(1 for r in records if r.get("judge_failed")),
         "backend_errors": sum(1 for r in records if r.get("backend_error")),
         "metrics": compute_metrics(records, config["num_trials"]),
+        "cost": run_cost(records, config, config.get("prices")),
     }
     (output / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary
@@ -699,6 +739,7 @@ class Runner:
             "backend_errors": sum(1 for r in records if r.get("backend_error")),
             "terminations": {t.value: sum(1 for r in records if r["termination"] == t.value) for t in Termination},
             "metrics": metrics,
+            "cost": run_cost(records, asdict(self.config), self.config.prices),
             "usage_this_session": usage,
         }
         (self.out / "summary.json").write_text(json.dumps(summary, indent=1))

@@ -134,6 +134,8 @@ class BaseTools:
         """Run tool `name`; unknown names and bad arguments raise `ToolError` listing what is valid."""
         if name not in self.tools:
             raise ToolError(f"Unknown tool {name!r}; valid tools: {sorted(self.tools)}")
+        if isinstance(arguments, str):  # the model's arguments did not decode (backends keep the text)
+            raise ToolError(f"Tool {name}: the arguments are not valid JSON: {arguments[:300]!r}")
         if not isinstance(arguments, dict):
             raise ToolError(f"Tool {name} takes its arguments as a JSON object, got {json.dumps(arguments)}")
         method = self.tools[name]
