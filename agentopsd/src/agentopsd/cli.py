@@ -12,7 +12,9 @@ from pathlib import Path
 
 from agentrl_shared.cli import (
     LaunchFlags,
+    add_plan_flags,
     build_parser,
+    check_plan,
     evaluate_on_episodes,
     launch_flags,
     method_switches,
@@ -46,8 +48,9 @@ BASELINES = {
     "skill_grpo": ["trainer.credit=grpo", "trainer.skills_in_student_prompt=true"],
     "agentopsd": [],
 }
-# reproduce plans: the method against GRPO (and, on CPU, the untrained model)
-CPU_METHODS = {m: BASELINES[m] for m in ("grpo", "agentopsd")}
+# reproduce plans: the method against GRPO (and, on CPU, the untrained model); `--methods` takes any of BASELINES
+PLAN = ["grpo", "agentopsd"]
+# the paper's headline model (its README table is Qwen2.5-7B); `--configs` adds the 3B ones
 PAPER_CONFIGS = ["alfworld_qwen2.5-7b_paper", "webshop_qwen2.5-7b_paper", "search_qwen2.5-7b_paper"]
 
 
@@ -102,30 +105,38 @@ def evaluate_model(cfg: dict, method: str = "eval", output: Path = Path("runs/ag
 
 
 def reproduce(
-    scale: str, seeds: list[int], overrides: list[str], output: Path, flags: LaunchFlags = LaunchFlags()
+    scale: str,
+    seeds: list[int],
+    overrides: list[str],
+    output: Path,
+    flags: LaunchFlags = LaunchFlags(),
+    methods: list[str] = PLAN,
+    configs: list[str] = PAPER_CONFIGS,
 ) -> None:
     """Run one scale's plan into `output/<scale>/<method>/...` (a finished run is not redone, an unfinished one goes on
-    from its last checkpoint). CPU: untrained vs GRPO vs AgentOPSD on TextRooms, per seed. Paper: GRPO and AgentOPSD
-    on each paper config, each an `accelerate launch` on its config's processes (`launch:`); `flags.dry_run` prints
-    those commands only. Tracked files are never written here: `agentopsd report --runs <output>` copies the results
-    into `agentopsd/results/` and rebuilds the README tables."""
+    from its last checkpoint). CPU: the untrained model vs `methods` (default GRPO and AgentOPSD) on TextRooms, per
+    seed. Paper: `methods` on each of `configs`, each an `accelerate launch` on its config's processes (`launch:`);
+    `flags.dry_run` prints those commands only. Tracked files are never written here: `agentopsd report --runs
+    <output>` copies the results into `agentopsd/results/` and rebuilds the README tables."""
+    check_plan(methods, BASELINES, configs, PACKAGE)
     if scale == "cpu":
-        methods = {"untrained": [], **CPU_METHODS}
-        for _, seed, method, run in pending_runs(output, "cpu", seeds, list(methods)):
-            cfg = load(CPU_CONFIG, [*methods[method], *overrides, f"trainer.seed={seed}", f"trainer.output_dir={run}",
+        plan = {"untrained": [], **{m: BASELINES[m] for m in methods}}
+        for _, seed, method, run in pending_runs(output, "cpu", seeds, list(plan)):
+            cfg = load(CPU_CONFIG, [*plan[method], *overrides, f"trainer.seed={seed}", f"trainer.output_dir={run}",
                                     *resume_args(run)])  # fmt: skip
             if method == "untrained":
                 evaluate_model(cfg, method)
             else:
                 train(cfg, method)
     else:
-        reproduce_paper(PACKAGE, "AgentOPSD", PAPER_CONFIGS, list(CPU_METHODS), seeds, overrides, output, flags, load)
+        reproduce_paper(PACKAGE, "AgentOPSD", configs, methods, seeds, overrides, output, flags, load)
     logger.info(f"reproduce: runs are in {output}; `agentopsd report --runs {output}` updates agentopsd/results and "
                 "the README")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:
     parser, subs = build_parser(PACKAGE, __doc__, CPU_CONFIG, list(BASELINES))
+    add_plan_flags(subs["reproduce"], PLAN, list(BASELINES), PAPER_CONFIGS)
     subs["report"].add_argument("--compare", type=Path, default=None,
                                 help="also file a `make compare` output folder (e.g. runs/compare/textrooms)")  # fmt: skip
     ns = parse_args(parser, subs, argv)
@@ -137,7 +148,8 @@ def main(argv: list[str] | None = None) -> None:
 
             report(ns.readme, ns.runs, ns.compare)
         elif ns.command == "reproduce":
-            reproduce(ns.scale, seeds_arg(ns.seeds), ns.overrides, ns.output, launch_flags(ns))
+            reproduce(ns.scale, seeds_arg(ns.seeds), ns.overrides, ns.output, launch_flags(ns), ns.methods.split(","),
+                      ns.configs.split(","))  # fmt: skip
         elif ns.command == "train":
             train(load(ns.config, [*method_switches(BASELINES, ns.method), *ns.overrides]), ns.method, ns.output)
         else:

@@ -12,7 +12,9 @@ from pathlib import Path
 
 from agentrl_shared.cli import (
     LaunchFlags,
+    add_plan_flags,
     build_parser,
+    check_plan,
     evaluate_on_episodes,
     launch_flags,
     method_switches,
@@ -27,7 +29,6 @@ from agentrl_shared.cli import (
     setup_logging,
     train_on_episodes,
 )
-from agentrl_shared.config import ConfigError
 from agentrl_shared.offline import set_offline_env
 
 
@@ -106,16 +107,15 @@ def reproduce(
     output: Path,
     methods: list[str] = CPU_PLAN,
     flags: LaunchFlags = LaunchFlags(),
+    configs: list[str] = PAPER_CONFIGS,
 ) -> None:
     """Run one scale's plan into `output/<scale>/<method>/...` (a finished run is not redone, an unfinished one goes on
     from its last checkpoint). CPU: the untrained model vs `methods` (default GRPO and SDAR) on TextRooms, per seed.
     Paper: GRPO and SDAR on each paper config, each an `accelerate launch` on its config's processes (`launch:`);
     `flags.dry_run` prints those commands only. Tracked files are never written here: `sdar report --runs <output>`
     copies the results into `sdar/results/` and rebuilds the README tables."""
+    check_plan(methods, METHODS, configs, PACKAGE)
     if scale == "cpu":
-        unknown = set(methods) - set(METHODS)
-        if unknown:
-            raise ConfigError(f"Unknown CPU method(s) {sorted(unknown)}; valid: {', '.join(METHODS)}.")
         plan = {"untrained": [], **{m: METHODS[m] for m in methods}}
         for _, seed, method, run in pending_runs(output, "cpu", seeds, list(plan)):
             cfg = load(CPU_CONFIG, [*plan[method], *overrides, f"trainer.seed={seed}", f"trainer.output_dir={run}",
@@ -125,15 +125,13 @@ def reproduce(
             else:
                 train(cfg, method)
     else:
-        reproduce_paper(PACKAGE, "SDAR", PAPER_CONFIGS, ["grpo", "sdar"], seeds, overrides, output, flags, load)
+        reproduce_paper(PACKAGE, "SDAR", configs, methods, seeds, overrides, output, flags, load)
     logger.info(f"reproduce: runs are in {output}; `sdar report --runs {output}` updates sdar/results and the README")
 
 
 def main(argv: list[str] | None = None) -> None:
     parser, subs = build_parser(PACKAGE, __doc__, CPU_CONFIG, list(METHODS))
-    subs["reproduce"].add_argument("--methods", default=",".join(CPU_PLAN),
-                                   help=f"cpu scale: comma-separated, of {', '.join(METHODS)} (default "
-                                   f"{','.join(CPU_PLAN)}; the untrained model is always evaluated)")  # fmt: skip
+    add_plan_flags(subs["reproduce"], CPU_PLAN, list(METHODS), PAPER_CONFIGS)
     ns = parse_args(parser, subs, argv)
     setup_logging()
 
@@ -143,7 +141,8 @@ def main(argv: list[str] | None = None) -> None:
 
             report(ns.readme, ns.runs)
         elif ns.command == "reproduce":
-            reproduce(ns.scale, seeds_arg(ns.seeds), ns.overrides, ns.output, ns.methods.split(","), launch_flags(ns))
+            reproduce(ns.scale, seeds_arg(ns.seeds), ns.overrides, ns.output, ns.methods.split(","), launch_flags(ns),
+                      ns.configs.split(","))  # fmt: skip
         elif ns.command == "train":
             train(load(ns.config, [*method_switches(METHODS, ns.method), *ns.overrides]), ns.method, ns.output)
         else:

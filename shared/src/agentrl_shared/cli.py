@@ -460,6 +460,25 @@ def reproduce_paper(
         launch(package, launch_size(config, package, overrides), train_args, flags)
 
 
+def add_plan_flags(q: argparse.ArgumentParser, plan: list[str], methods: list[str], configs: list[str]) -> None:
+    """`reproduce --methods` (both scales) and `--configs` (paper scale) of a package whose plan can be chosen."""
+    q.add_argument("--methods", default=",".join(plan),
+                   help=f"comma-separated, of {', '.join(methods)} (default {','.join(plan)}; at cpu scale the "
+                   "untrained model is always evaluated too)")  # fmt: skip
+    q.add_argument("--configs", default=",".join(configs),
+                   help=f"paper scale: comma-separated configs (default {','.join(configs)}; any paper config of "
+                   "the package, e.g. the other model sizes)")  # fmt: skip
+
+
+def check_plan(methods: list[str], valid: dict, configs: list[str], package: str) -> None:
+    """`--methods` and `--configs` name methods and configs that exist (one line naming the valid ones)."""
+    unknown = [m for m in methods if m not in valid]
+    if unknown:
+        raise ConfigError(f"Unknown method(s) {unknown}; valid: {', '.join(valid)}.")
+    for config in configs:
+        resolve_config_path(config, package)
+
+
 def method_switches(methods: dict[str, list[str]], method: str) -> list[str]:
     """`train --method NAME`'s switches (overrides that go before the command line's): `run` is the config as it
     is; an unknown name is a configuration error that lists the valid ones."""
@@ -610,6 +629,8 @@ __all__ = [
     "is_main_process",
     "LaunchFlags",
     "add_launch_flags",
+    "add_plan_flags",
+    "check_plan",
     "latest_checkpoint",
     "launch",
     "launch_flags",
