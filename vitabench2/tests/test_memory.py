@@ -200,15 +200,20 @@ def test_rag_llm_summary_fallback():
     assert mem.read(None) == mem.read("zzz qqq")
 
 
-def test_rag_cache_roundtrip_and_strict_misses(tmp_path):
-    """`rag_cache` loads chunk and query embeddings written beforehand ({user}__{subtask}.npz, official layout) and
-    raises on a miss instead of falling back."""
+@pytest.mark.parametrize("embedder", ["fake", "multilingual-e5-small"])
+def test_rag_cache_roundtrip_and_strict_misses(tmp_path, embedder):
+    """`rag_cache` loads chunk and query embeddings written beforehand ({user}__{subtask}.npz, official layout; with
+    the test embedder and with the offline default) and raises on a miss instead of falling back."""
+    import numpy as np
+
     from vitabench2.tasks import load_tasks, sample_tasks_path
 
     tasks = load_tasks(sample_tasks_path())
-    assert write_rag_cache(tasks, tmp_path / "cache", embed_fn=_fake_embed) > 0
+    fake = _fake_embed if embedder == "fake" else None
+    options = {} if fake else {"embedder": embedder}
+    assert write_rag_cache(tasks, tmp_path / "cache", embed_fn=fake, **options) > 0
     task = tasks[0]
-    live = RAGMemory(embed_fn=_fake_embed)
+    live = RAGMemory(embed_fn=fake, **options)
     cached = create_memory("rag_cache", cache_dir=str(tmp_path / "cache"))
     for st in task.subtasks:
         if not st.interactions:
@@ -217,6 +222,8 @@ def test_rag_cache_roundtrip_and_strict_misses(tmp_path):
         cached.update(st.interactions)
         live.update(st.interactions)
         assert cached.read(st.instruction) == live.read(st.instruction)
+    with np.load(tmp_path / "cache" / f"{task.user_id}__{task.subtasks[0].subtask_id}.npz") as data:
+        assert str(data["model"]) == ("custom" if fake else E5Embedder.name)
     with pytest.raises(RAGCacheMiss, match="no cached embedding"):
         cached.read("a query nobody embedded")
     cached.set_current_location(task.user_id, "NO_SUCH_SUBTASK")
