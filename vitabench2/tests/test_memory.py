@@ -74,6 +74,7 @@ def test_rewrite_uses_llm_and_caps():
         return "food: spicy noodles, no coriander " * 50
 
     mem = create_memory("rewrite", max_tokens=10)
+    assert mem.read() == "No user preference information available yet."  # official empty read
     llm = ScriptedBackend(llm_script)
     mem.update(INTERACTIONS, llm=llm)
     assert "Dan Dan noodles" in seen[0] and "(empty)" in seen[0]
@@ -158,6 +159,7 @@ def test_rag_retrieves_chinese_preferences_with_the_offline_default():
     preference query the interaction that answers it comes back first, and the English-only MiniLM is not chosen."""
     mem = create_memory("rag")
     assert isinstance(mem.embed_fn, E5Embedder)
+    assert mem.read("早餐") == "No user preference information available yet."  # official empty read
     mem.update(CHINESE_INTERACTIONS)
     assert len(mem.chunks) == 4 and all(v is not None and len(v) == 384 for v in mem.vectors)
     for query, wanted in [

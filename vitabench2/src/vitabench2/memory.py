@@ -26,6 +26,9 @@ MEMORY_DEFAULTS = {
     "rag": {"top_k": 8, "similarity_threshold": 0.3, "chunk_size": 512, "chunk_overlap": 0},
     "rag_cache": {"top_k": 8, "similarity_threshold": 0.3},
 }
+# What an empty Agentic or RAG memory reads (official `rewrite_memory.py`, `rag_memory.py`, `rag_cache.py`: `read`);
+# the null and Full Context memories read "".
+NO_MEMORY = "No user preference information available yet."
 # Tokens of the agent's window kept free beside the Full Context memory: system policy, tool schemas (72 tools) and
 # the conversation itself. Ours; the official budget assumes a 128k-token model.
 FULL_CONTEXT_RESERVE = 16384
@@ -275,7 +278,7 @@ class RewriteMemory(BaseMemory):
         self.memory = ""
 
     def read(self, query: str | None = None) -> str:
-        return self.memory
+        return self.memory or NO_MEMORY
 
     def update(self, new_interactions: list, llm: ChatBackend | None = None, **kwargs) -> str:
         if not new_interactions:
@@ -565,7 +568,7 @@ class RAGMemory(BaseMemory):
 
     def read(self, query: str | None = None) -> str:
         if not self.chunks:
-            return ""
+            return NO_MEMORY
         if query:
             hits = self.ranked(query)[: self.top_k]
             if hits:
