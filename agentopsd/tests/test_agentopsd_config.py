@@ -70,6 +70,7 @@ def test_paper_configs_match_the_official_scripts():
         assert search["trainer"].granularity == "token"
         assert search["trainer"].beta == 0.001 and search["trainer"].invalid_action_penalty_coef == 0.01
         assert (search["env"].history_length, search["env"].max_turns, search["env"].reward_scale) == (4, 4, 1.0)
+        assert not search["env"].eval_before_train and alf["env"].eval_before_train  # official val_before_train
         for cfg in (alf, webshop, search):
             assert cfg["trainer"].mult_lambda == 0.5 and cfg["trainer"].credit == "agentopsd"
             # launch.num_processes: the paper's GPU count, on which the per-rank sizes give its episodes per rollout

@@ -60,6 +60,7 @@ def test_paper_configs_match_the_official_scripts():
     search = load("search_qwen2.5-3b_paper", ["trainer.use_cpu=true"])
     assert search["trainer"].beta == 0.001 and search["trainer"].invalid_action_penalty_coef == 0.01
     assert (search["env"].history_length, search["env"].max_turns, search["env"].eval_temperature) == (4, 4, 0.0)
+    assert not search["env"].eval_before_train  # val_before_train=False on Search only (the whole test set)
     webshop = load("webshop_qwen2.5-3b_paper", ["trainer.use_cpu=true"])
     assert webshop["env"].max_turns == 15 and webshop["env"].max_prompt_length == 4096
 

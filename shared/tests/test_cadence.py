@@ -60,3 +60,12 @@ def test_a_signal_stops_at_the_end_of_the_rollout_in_progress_with_a_checkpoint(
     trainer.rollout_finished = True
     cadence.on_step_end(args, None, control)  # the rollout's last step: saved and stopped, though saving is off
     assert control.should_training_stop and control.should_save and trainer.stopped_by_signal
+
+
+def test_the_warm_up_is_verls_first_update_at_zero():
+    """verl `get_constant_schedule_with_warmup`, stepped after each update: rollout r at r / warmup of the LR."""
+    from agentrl_shared.cadence import rollout_lr_factor
+
+    factors = [rollout_lr_factor("constant_with_warmup", r, num_rollouts=150, warmup_rollouts=15) for r in range(17)]
+    assert factors == [r / 15 for r in range(15)] + [1.0, 1.0]
+    assert rollout_lr_factor("linear", 0, num_rollouts=10, warmup_rollouts=0) == 1.0

@@ -54,9 +54,11 @@ class GroupedTaskSampler(Sampler):
 
 def rollout_lr_factor(schedule: str, rollout: int, num_rollouts: int, warmup_rollouts: int) -> float:
     """Learning-rate factor while training on rollout `rollout` (0-based); schedules count rollouts, as verl counts
-    training steps (one per rollout; `actor.optim.lr_warmup_steps_ratio`)."""
+    training steps (one per rollout; `actor.optim.lr_warmup_steps_ratio`). The warm-up is verl's
+    (`verl/utils/torch_functional.py` `get_constant_schedule_with_warmup`, stepped after each update in
+    `fsdp_workers.py` `update_actor`): rollout r trains at r / warmup of the LR, so the first update runs at 0."""
     if rollout < warmup_rollouts:
-        return (rollout + 1) / warmup_rollouts
+        return rollout / warmup_rollouts
     if schedule in ("constant", "constant_with_warmup"):
         return 1.0
     progress = (rollout - warmup_rollouts) / max(num_rollouts - warmup_rollouts, 1)
