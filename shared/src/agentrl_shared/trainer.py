@@ -337,7 +337,9 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
                     "schedule; use constant, constant_with_warmup, linear or cosine."
                 )
             n = self.args.num_rollouts
-            warmup = self.args.get_warmup_steps(n)
+            # verl: int(lr_warmup_steps_ratio * total_steps) (`fsdp_workers.py` `_build_model_optimizer`)
+            w = self.args.warmup_steps
+            warmup = int(w * n) if 0 < w < 1 else int(w)
             self._lr_factor = partial(rollout_lr_factor, self.args.lr_scheduler_type, num_rollouts=n,
                                       warmup_rollouts=warmup)  # fmt: skip
             self._lr_optimizer = optimizer or self.optimizer
