@@ -103,6 +103,12 @@ def test_teacher_and_student_prompt_positions():
     in_user = teacher_prompt(text, "SKILL", "user")
     assert in_user.replace(SKILL_HEADER + "SKILL\n\n", "") == text
     assert in_user.index("<|im_start|>user\n" + SKILL_HEADER) == text.index("<|im_start|>user\n")
+    # the first user message, as the official `find`, in a prompt with two; no user header: before the whole prompt
+    two = text + "ok<|im_end|>\n<|im_start|>user\nnext<|im_end|>\n"
+    assert teacher_prompt(two, "SKILL", "user").index(SKILL_HEADER) == text.index("<|im_start|>user\n") + len(
+        "<|im_start|>user\n"
+    )
+    assert teacher_prompt("plain", "SKILL", "user") == SKILL_HEADER + "SKILL\n\nplain"
     with pytest.raises(ValueError, match="valid: legacy, user"):
         teacher_prompt(text, "SKILL", "system")
     # Skill-GRPO: skills chosen from the user message ("clean", "put"), inside it, after the system header

@@ -20,7 +20,7 @@ selects instead. Selection follows the official `SkillProvider`
   keyword rule on the environment's user message (`get_privileged_info_from_prompt`), for every environment; the
   skill block is put at the start of that user message.
 - Teacher prompt: `"[Privileged Skill Information]\\n" + skills + "\\n\\n"` before the whole templated prompt
-  (`legacy`, SDAR) or at the start of the last user message (`user`, AgentOPSD's `skill_position`).
+  (`legacy`, SDAR) or at the start of the first user message (`user`, AgentOPSD's `skill_position`).
 """
 
 import importlib.resources
@@ -185,12 +185,17 @@ def skill_block(skills: str) -> str:
 
 
 def teacher_prompt(prompt_text: str, skills: str, position: str = "legacy") -> str:
-    """The teacher prompt: the skill block before the whole templated prompt (`legacy`, SDAR's results) or at the
-    start of the last user message (`user`, AgentOPSD's `skill_position`)."""
+    """The teacher prompt: the skill block before the whole templated prompt (`legacy`, SDAR's results) or right after
+    the first user header (`user`, AgentOPSD's `skill_position`: `opsd_ray_trainer.py` `build_teacher_batch` finds the
+    first `<|im_start|>user\n` and, in a prompt without one, falls back to `legacy`)."""
     if position == "legacy":
         return skill_block(skills) + prompt_text
     if position == "user":
-        return in_user_message(prompt_text, skills)
+        at = prompt_text.find(USER_HEADER)
+        if at == -1:
+            return skill_block(skills) + prompt_text
+        at += len(USER_HEADER)
+        return prompt_text[:at] + skill_block(skills) + prompt_text[at:]
     raise ValueError(f"Unknown skill_position {position!r}; valid: {', '.join(SKILL_POSITIONS)}.")
 
 
