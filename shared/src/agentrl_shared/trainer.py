@@ -12,7 +12,6 @@ It holds no paper's algorithm.
 """
 
 import logging
-import random
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -406,7 +405,6 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             world,
             self._micro_rows(len(all_rows)),
             self.args.gradient_accumulation_steps,
-            random.Random(self.args.seed * 7919 + self.rollouts_done),
         )
         pad = self.processing_class.pad_token_id
         indices = plan.micro_batches(rank)
