@@ -8,7 +8,9 @@ ceil(rows / mini-batch) steps, the last one partial) and micro-batches of `ppo_m
 enter the group statistics and the loss.
 
 `plan_steps` keeps the same step structure without duplicates: rows are balanced across ranks by tokens (counts
-differ by at most one) and shuffled within each rank (the SDAR update iterates over shuffled mini-batches), the number of optimizer steps is ceil(max rows on a rank / rows per step), and every rank
+differ by at most one) and kept in rollout order within each rank, cut into steps in that order as verl's update
+does (`verl/workers/actor/dp_actor.py` `update_policy`: `batch.split(ppo_mini_batch_size)`, `actor.shuffle: False`;
+an `rng` shuffles them first), the number of optimizer steps is ceil(max rows on a rank / rows per step), and every rank
 runs the same number of micro-batches, a rank with fewer rows getting empty ones (a single row that carries no loss)
 at the end. Every optimizer step's loss is then divided by the global number of real loss tokens of that step's rows
 (`StepPlan.step_tokens`), so every real token of a step weighs the same whatever rank or micro-batch holds it.
