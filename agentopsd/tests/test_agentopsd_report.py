@@ -12,7 +12,7 @@ from agentrl_shared.config import ConfigError
 
 
 PACKAGE = Path(__file__).resolve().parent.parent
-BLOCKS = ("results-cpu", "results-paper", "bench", "compare-textrooms")
+BLOCKS = ("results-cpu", "horizon-cpu", "results-paper", "bench", "compare-textrooms")
 
 
 def readme(tmp_path) -> Path:
@@ -32,6 +32,12 @@ def finished_run(runs: Path, method: str, success: float) -> None:
     payload = {"method": method, "seed": 0, "commit": "abc1234", "env": "textrooms", "model": "smollm2-135m",
                "final": final, "curve": curve}  # fmt: skip
     (run / "results.json").write_text(json.dumps(payload))
+    # the final evaluation's episodes (the one at 3 rollouts; the one before training is not the final one)
+    episodes = [{"rollouts": 0, "turns": 9, "won": False, "failed": False}] + [
+        {"rollouts": 3, "turns": t, "won": w, "failed": False}
+        for t, w in ((2, True), (4, True), (6, False), (8, False))
+    ]
+    (run / "eval_episodes.jsonl").write_text("".join(json.dumps(e) + "\n" for e in episodes))
 
 
 def test_report_files_runs_and_the_compare_table(tmp_path):
@@ -45,12 +51,15 @@ def test_report_files_runs_and_the_compare_table(tmp_path):
     report(path, runs, compare)
     text = path.read_text()
     assert "| TextRooms | SmolLM2-135M-Instruct | AgentOPSD | success % (valid_seen, greedy) | n/a (our env) | " \
-           "50.0 +- 0.0 (1 seed) | abc1234 |" in text  # fmt: skip
+           "50.0 (1 seed) | abc1234 |" in text  # fmt: skip
     assert "| TextRooms | SmolLM2-135M-Instruct | GRPO | success % (valid_seen, greedy) | n/a (our env) | not run | - |" \
         in text  # fmt: skip
     assert "<!-- compare-textrooms:start -->\n| Env | Method |\n|---|---|\n| textrooms | RLSD |\n\nSkillRise: not a " \
            "row.\n<!-- compare-textrooms:end -->" in text  # fmt: skip
     assert "<!-- bench:start -->\nnot run\n<!-- bench:end -->" in text
+    # horizon: success 100, 100, 0, 0 at 2, 4, 6, 8 turns: slope -400 / 20 = -20 points per turn
+    assert "| AgentOPSD | -20.00 (1 seed) | -20.00 | 4 |" in text and "| GRPO | not run | not run | 0 |" in text
+    assert (path.parent / "results" / "cpu" / "horizon.png").stat().st_size > 0
     filed = path.parent / "results"
     assert (filed / "cpu" / "agentopsd" / "seed0" / "results.json").exists()
     assert sorted(p.name for p in (filed / "compare" / "textrooms").iterdir()) == [
@@ -86,12 +95,11 @@ def test_paper_cells_are_computed_as_the_paper_computes_them(tmp_path):
     report(path, runs)
     text = path.read_text()
     assert (
-        "| Search-QA | Qwen2.5-7B-Instruct | GRPO | Search-QA exact match % (unweighted mean of the 7 sources) | n/a | 36.4 +- 0.0 (1 seed)"
+        "| Search-QA | Qwen2.5-7B-Instruct | GRPO | Search-QA exact match % (unweighted mean of the 7 sources) | n/a | 36.4 (1 seed)"
         in text
     )
     assert (
-        "| WebShop | Qwen2.5-7B-Instruct | GRPO | WebShop score (mean task score x 100) | n/a | 70.0 +- 0.0 (1 seed)"
-        in text
+        "| WebShop | Qwen2.5-7B-Instruct | GRPO | WebShop score (mean task score x 100) | n/a | 70.0 (1 seed)" in text
     )
 
 

@@ -122,7 +122,7 @@ def test_report_names_the_warm_start_and_its_figures():
             "losses": [0.84, 0.3, 0.14], "train_seconds": 240.0}  # fmt: skip
     table = cpu_table({"untrained": [untrained], "warmstart": [warm]})
     assert "untrained (SmolLM2-135M-Instruct + format warm start, no RL) | episode reward R % | n/a (our tasks) | " \
-           "75.0 +- 0.0 (1 seed)" in table  # fmt: skip
+           "75.0 (1 seed)" in table  # fmt: skip
     assert "16 caller + 8 rehearsal rows, 12000 tokens, loss 0.840 -> 0.140 over 3 steps, 240 s" in table
     bare = cpu_table({"untrained": [untrained]})
     assert "untrained (SmolLM2-135M-Instruct) |" in bare and "Format warm start: not run" in bare

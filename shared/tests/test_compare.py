@@ -80,7 +80,7 @@ def test_finished_runs_of_a_reproduce_plan_are_reused(tmp_path, monkeypatch):
           "--reuse", f"SDAR={plan / 'sdar'}"])  # fmt: skip
     assert trained == []  # the plan's finished SDAR run stands in for a new one
     assert json.loads((out / "compare.json").read_text())["SDAR"][0]["run"] == str(plan / "sdar" / "seed0")
-    assert "| SDAR | 60.0 +- 0.0 (1 seed) | 0 | abc1234 |" in (out / "compare.md").read_text()
+    assert "| SDAR | 60.0 (1 seed) | 0 | abc1234 |" in (out / "compare.md").read_text()
 
 
 def test_a_reused_run_must_match_method_and_overrides(tmp_path, monkeypatch):
@@ -112,3 +112,22 @@ def test_plot_band_is_mean_plus_minus_sample_std():
     assert mean == pytest.approx([0.25, 0.5])
     assert low == pytest.approx([-0.25, 0.5])  # sample std 0.5 (min-max would give 0..1); one seed: zero width
     assert high == pytest.approx([0.75, 0.5])
+
+
+def test_horizon_slope_is_the_least_squares_slope_of_success_on_turns(tmp_path):
+    import json
+
+    from agentrl_shared.report import final_episodes, horizon_slope
+
+    eps = [{"turns": t, "won": w, "failed": f} for t, w, f in ((1, True, False), (2, True, False), (3, False, False),
+                                                               (3, True, True))]  # fmt: skip
+    # x = 1, 2, 3, 3 (mean 2.25), y = 100, 100, 0, 0 (a failed episode is no success):
+    # Sxy = -1.25 * 50 - 0.25 * 50 - 0.75 * 50 - 0.75 * 50 = -150, Sxx = 2.75
+    assert abs(horizon_slope(eps) - (-150 / 2.75)) < 1e-9
+    assert horizon_slope([{"turns": 2, "won": True, "failed": False}] * 3) is None
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "episodes.jsonl").write_text(json.dumps(eps[0]) + "\n")
+    assert final_episodes(run) == [eps[0]]  # a standalone evaluation
+    (run / "eval_episodes.jsonl").write_text("".join(json.dumps({"rollouts": r, **eps[0]}) + "\n" for r in (0, 5, 5)))
+    assert final_episodes(run) == [{"rollouts": 5, **eps[0]}] * 2  # a training run: its last evaluation

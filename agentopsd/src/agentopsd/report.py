@@ -17,11 +17,19 @@ import statistics
 from pathlib import Path
 
 from agentrl_shared.config import ConfigError
-from agentrl_shared.report import collect_runs, load_runs, markdown_table, mean_std, plot_curves, replace_block
+from agentrl_shared.report import (
+    collect_runs,
+    horizon_report,
+    load_runs,
+    markdown_table,
+    mean_std,
+    plot_curves,
+    replace_block,
+)
 
 
 logger = logging.getLogger(__name__)
-RUN_FILES = ("results.json", "eval_curve.jsonl", "episodes.jsonl", "config.json")
+RUN_FILES = ("results.json", "eval_curve.jsonl", "episodes.jsonl", "eval_episodes.jsonl", "config.json")
 COMPARE_FILES = ("compare.md", "compare.json", "learning_curves.png")
 # Table 1's Search-QA sources (the seven `data_source` values of the Search-R1 test set)
 SEARCH_SOURCES = ("nq", "triviaqa", "popqa", "hotpotqa", "2wikimultihopqa", "musique", "bamboogle")
@@ -132,6 +140,8 @@ def report(readme: Path, runs: Path | None = None, compare: Path | None = None) 
         text = replace_block(text, f"compare-{table.parent.name}", table.read_text().strip())
     cpu = load_runs(results, "cpu")
     text = replace_block(text, "results-cpu", cpu_table(cpu))
+    horizon = horizon_report(results, "cpu", METHOD_NAMES, results / "cpu" / "horizon.png")
+    text = replace_block(text, "horizon-cpu", horizon)
     paper = json.loads((readme.parent / "paper_results.json").read_text())
     text = replace_block(text, "results-paper", paper_table(load_runs(results, "paper"), paper))
     text = replace_block(text, "bench", bench_line(readme.resolve().parent.parent / "bench-results.json"))

@@ -11,11 +11,19 @@ import logging
 import statistics
 from pathlib import Path
 
-from agentrl_shared.report import collect_runs, load_runs, markdown_table, mean_std, plot_curves, replace_block
+from agentrl_shared.report import (
+    collect_runs,
+    horizon_report,
+    load_runs,
+    markdown_table,
+    mean_std,
+    plot_curves,
+    replace_block,
+)
 
 
 logger = logging.getLogger(__name__)
-RUN_FILES = ("results.json", "eval_curve.jsonl", "episodes.jsonl", "config.json")
+RUN_FILES = ("results.json", "eval_curve.jsonl", "episodes.jsonl", "eval_episodes.jsonl", "config.json")
 # Table 1's Search-QA sources (the seven `data_source` values of the Search-R1 test set)
 SEARCH_SOURCES = ("nq", "triviaqa", "popqa", "hotpotqa", "2wikimultihopqa", "musique", "bamboogle")
 
@@ -92,6 +100,8 @@ def report(readme: Path, runs: Path | None = None) -> None:
     text = readme.read_text()
     cpu = load_runs(results, "cpu")
     text = replace_block(text, "results-cpu", cpu_table(cpu))
+    horizon = horizon_report(results, "cpu", METHOD_NAMES, results / "cpu" / "horizon.png")
+    text = replace_block(text, "horizon-cpu", horizon)
     paper = json.loads((package / "paper_results.json").read_text())
     text = replace_block(text, "results-paper", paper_table(load_runs(results, "paper"), paper))
     readme.write_text(text)

@@ -44,12 +44,78 @@ def replace_block(text: str, name: str, block: str) -> str:
 
 
 def mean_std(values: list[float], scale: float = 100.0) -> str:
-    """`m +- s (n seeds)` in percent by default; `not run` for an empty list."""
+    """`m +- s (n seeds)` in percent by default; one seed has no spread to show (`m (1 seed)`); `not run` for an
+    empty list."""
     if not values:
         return "not run"
     m = statistics.fmean(values) * scale
-    s = statistics.stdev(values) * scale if len(values) > 1 else 0.0
-    return f"{m:.1f} +- {s:.1f} ({len(values)} seed{'s' if len(values) > 1 else ''})"
+    if len(values) == 1:
+        return f"{m:.1f} (1 seed)"
+    return f"{m:.1f} +- {statistics.stdev(values) * scale:.1f} ({len(values)} seeds)"
+
+
+def final_episodes(run: Path) -> list[dict]:
+    """The per-episode records of a run's final evaluation: the last evaluation in `eval_episodes.jsonl` (a training
+    run, every evaluation tagged with `rollouts`), else `episodes.jsonl` (a standalone evaluation); [] if neither."""
+    if (run / "eval_episodes.jsonl").exists():
+        records = [json.loads(line) for line in (run / "eval_episodes.jsonl").read_text().splitlines() if line]
+        last = max((r["rollouts"] for r in records), default=None)
+        return [r for r in records if r["rollouts"] == last]
+    if (run / "episodes.jsonl").exists():
+        return [json.loads(line) for line in (run / "episodes.jsonl").read_text().splitlines() if line]
+    return []
+
+
+def horizon_slope(records: list[dict]) -> float | None:
+    """Success points lost per extra turn (AgentOPSD's "sensitivity to task horizon", `docs/agentopsd/dynamics.png`):
+    the least-squares slope of success (0 or 100) on the episode's trajectory length in turns; None when every
+    episode has the same length. The figure does not say how it was fitted: this is our reading (README)."""
+    xs = [r["turns"] for r in records]
+    ys = [100.0 * bool(r["won"] and not r["failed"]) for r in records]
+    if len(set(xs)) < 2:
+        return None
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+
+
+def horizon_report(results: Path, scale: str, names: dict[str, str], path: Path) -> str:
+    """The horizon table (slope per method: mean +- std over the seeds' final evaluations, and the slope of all
+    their episodes pooled) and its bar chart at `path`; methods without per-episode records are `not run`."""
+    rows, bars = [], {}
+    for method, name in names.items():
+        runs = sorted((results / scale / method).glob("seed*"))
+        per_seed = [horizon_slope(final_episodes(r)) for r in runs]
+        per_seed = [s for s in per_seed if s is not None]
+        pooled = horizon_slope([e for r in runs for e in final_episodes(r)])
+        if pooled is None:
+            rows.append([name, "not run", "not run", "0"])
+            continue
+        spread = f"{statistics.fmean(per_seed):.2f}" + (
+            f" +- {statistics.stdev(per_seed):.2f}" if len(per_seed) > 1 else ""
+        )
+        episodes = sum(len(final_episodes(r)) for r in runs)
+        rows.append([name, f"{spread} ({len(per_seed)} seed{'s' if len(per_seed) != 1 else ''})", f"{pooled:.2f}",
+                     str(episodes)])  # fmt: skip
+        bars[name] = pooled
+    if bars:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(6, 4))
+        ax.bar(list(bars), list(bars.values()), color="#9ecae1", edgecolor="black")
+        for i, v in enumerate(bars.values()):
+            ax.annotate(f"{v:.2f}", (i, v), ha="center", va="top" if v < 0 else "bottom")
+        ax.axhline(0, color="black", linewidth=0.8)
+        ax.set_ylabel("success pts per extra turn (closer to 0 = more robust)")
+        ax.set_title("Sensitivity to trajectory length (final evaluation)")
+        fig.tight_layout()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+    header = ["Method", "slope per seed (mean +- std, n)", "slope, episodes pooled", "episodes"]
+    return markdown_table(header, rows)
 
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> str:
