@@ -1,5 +1,6 @@
 """Runs the sample with scripted back ends (fixed delay per call) into argv[1]; exits 130 on Ctrl-C, as the CLI."""
 
+import signal
 import sys
 
 from conftest import agent_one_call, judge_all, user_stop
@@ -15,6 +16,9 @@ def build(output: str, delay_s: float) -> Runner:
 
 
 if __name__ == "__main__":
+    # Ctrl-C as in a terminal even when the test session was started in the background (`cmd &` in a script starts
+    # with SIGINT ignored, and a child inherits that: the signal would never arrive)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         build(sys.argv[1], float(sys.argv[2])).run()
     except KeyboardInterrupt:
