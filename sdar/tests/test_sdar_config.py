@@ -108,6 +108,22 @@ def test_paper_scale_fails_fast_with_reasons_on_a_cpu_machine(monkeypatch):
         main(["reproduce", "--scale", "paper"])
 
 
+def test_the_paper_pre_flight_names_missing_data_and_uncached_models(monkeypatch, tmp_path):
+    """Data variables set to folders that do not exist and Hub models absent from the (empty) cache: every one is
+    named with its fix before any process is launched."""
+    from agentrl_shared.cli import missing_inputs
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty_cache"))
+    search = missing_inputs(load("search_qwen2.5-3b_paper", ["trainer.use_cpu=true"]))
+    assert any("model.name_or_path: Qwen/Qwen2.5-3B-Instruct is not in the local Hugging Face cache" in p
+               for p in search)  # fmt: skip
+    assert any(p.startswith("env.env_kwargs.corpus_path: ") and "does not exist" in p for p in search)
+    assert any("env.env_kwargs.model_path: intfloat/e5-base-v2 is not in the local" in p for p in search)
+    (tmp_path / "search_qa_data").mkdir()  # the data variable's folder exists but holds no corpus
+    assert any("wiki-18.jsonl does not exist" in p for p in search)
+    assert missing_inputs(load("smoke", [])) == []  # offline models, built-in environment
+
+
 def test_a_loss_type_the_loss_does_not_implement_is_rejected(tmp_path):
     with pytest.raises(ValueError, match="loss_type='grpo'.*set trainer.loss_type=dapo"):
         SDARConfig(output_dir=str(tmp_path), loss_type="grpo")

@@ -7,6 +7,7 @@ the fix, and a non-zero exit status, without a traceback.
 """
 
 import argparse
+import dataclasses
 import difflib
 import json
 import logging
@@ -506,9 +507,39 @@ def warn_launch_size(cfg: dict, trainer) -> None:
         )
 
 
+def missing_inputs(cfg: dict) -> list[str]:
+    """What a loaded config reads that is not on this machine: its model (a local folder, or a Hub id absent from the
+    local Hugging Face cache), and every data path (an absolute path) or model id (a `*model_path` key) anywhere in its
+    `env` section. One short phrase with its fix per missing input."""
+    from .models import model_path
+
+    wanted = [("model.name_or_path", cfg["model"].name_or_path)]
+
+    def walk(where: str, value) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                walk(f"{where}.{key}", item)
+        elif isinstance(value, str) and (value.startswith("/") or where.endswith("model_path")):
+            wanted.append((where, value))
+
+    walk("env", dataclasses.asdict(cfg["env"]))
+    problems = []
+    for where, value in wanted:
+        if value.startswith("/"):
+            if not Path(value).exists():
+                problems.append(f"{where}: {value} does not exist (see `make data`)")
+            continue
+        try:
+            model_path(value)
+        except ConfigError:
+            problems.append(f"{where}: {value} is not in the local Hugging Face cache (`hf download {value}`)")
+    return problems
+
+
 def check_paper_prerequisites(title: str, configs: list[str], load: Callable[[str, list[str]], dict]) -> None:
     """Fail fast, with every reason and its fix, when a paper-scale run cannot start here: no CUDA device, no vLLM,
-    or a config whose data location is unset (`load` is the package's config loader)."""
+    a config whose data location is unset, or whose data files or models are not on this machine (`missing_inputs`;
+    `load` is the package's config loader). Runs before any process is launched."""
     import torch
 
     problems = []
@@ -520,9 +551,11 @@ def check_paper_prerequisites(title: str, configs: list[str], load: Callable[[st
         problems.append("vLLM is not installed: run `uv sync --locked --extra vllm`")
     for name in configs:
         try:
-            load(name, ["trainer.use_cpu=true"])  # data locations only; the GPU check is above
+            cfg = load(name, ["trainer.use_cpu=true"])  # data locations only; the GPU check is above
         except ConfigError as exc:
             problems.append(f"{name}: {exc}")
+            continue
+        problems += [f"{name}: {p}" for p in missing_inputs(cfg)]
     if problems:
         raise ConfigError(f"cannot start the paper-scale {title} run: " + "; ".join(problems))
 
@@ -639,6 +672,7 @@ __all__ = [
     "load_panel",
     "model_tag",
     "method_switches",
+    "missing_inputs",
     "log_to_file",
     "parse_args",
     "pending_runs",
