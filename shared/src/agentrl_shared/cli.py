@@ -23,6 +23,7 @@ from pathlib import Path
 import yaml
 
 from .config import ConfigError, LaunchConfig, build_section, parse_overrides, resolve_config_path, to_dict
+from .provenance import redact
 
 
 logger = logging.getLogger(__name__)
@@ -84,8 +85,8 @@ def model_tag(name_or_path: str) -> str:
 
 def dump_config(cfg: dict, out: Path, headline: str) -> dict:
     """Write the resolved config to `<out>/config.json` (main process) and log one headline line; returns the
-    resolved config as a JSON-friendly dict (on every rank, for the results payload)."""
-    resolved = to_dict(cfg)
+    resolved config as a JSON-friendly dict (on every rank, for the results payload), secrets redacted."""
+    resolved = redact(to_dict(cfg))
     if is_main_process():
         out.mkdir(parents=True, exist_ok=True)
         (out / "config.json").write_text(json.dumps(resolved, indent=2) + "\n")

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .config import ConfigError
-from .provenance import git_commit
+from .provenance import git_commit, redact
 from .rollout import Episode, RolloutCollector, episode_metrics
 
 
@@ -164,9 +164,9 @@ def summarize(records: list[dict], seeds: list[int]) -> dict:
 
 
 def write_results(path: Path, payload: dict) -> None:
-    """Write a results JSON with provenance (commit, time) next to the run's other files."""
+    """Write a results JSON with provenance (commit, time) next to the run's other files, secrets redacted."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    payload = {"commit": git_commit(), "time": time.strftime("%Y-%m-%dT%H:%M:%S"), **payload}
+    payload = redact({"commit": git_commit(), "time": time.strftime("%Y-%m-%dT%H:%M:%S"), **payload})
     path.write_text(json.dumps(payload, indent=2, default=str) + "\n")
 
 
