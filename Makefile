@@ -168,7 +168,7 @@ lint:  ## ruff check and format check
 	$(UV) run --locked ruff check .
 	$(UV) run --locked ruff format --check .
 
-data: setup  ## fetch official data where the network allows: ENV=alfworld|skills
+data: setup  ## fetch official data where the network allows: ENV=alfworld|skills|skillrise-groups|webshop|search_qa
 	$(RUN) python -m agentrl_shared.envs.data $(ENV)
 
 # methods of several packages on one environment, same model, seeds and fixed panel (LABEL=PACKAGE:CONFIG:METHOD)

@@ -7,6 +7,15 @@ ALFWorld: the release zips that `alfworld-download` fetches (`json_2.1.1_json.zi
 `json_2.1.2_tw-pddl.zip`, alfworld GitHub releases) unpacked into `$ALFWORLD_DATA`, plus `logic/alfred.{pddl,twl2}`
 copied from the installed package. On failure it says what failed and where to put the files by hand.
 
+webshop: the official WebShop product files of `setup.sh` (princeton-nlp/WebShop, as every verl-agent fork ships it:
+`items_shuffle_1000.json`, `items_ins_v2_1000.json`, `items_human_ins.json`; `--full` adds the 1.18M-product
+`items_shuffle.json` and `items_ins_v2.json`), from the Google Drive ids that script names, into `$WEBSHOP_DATA`.
+
+search_qa: Search-R1's data as SDAR's `examples/search/searchr1_download.py` and `preprocess_search_r1_dataset.py`
+fetch it from the Hugging Face Hub: `train.parquet`/`test.parquet` of PeterJinGo/nq_hotpotqa_train, the passage corpus
+`wiki-18.jsonl` (PeterJinGo/wiki-18-corpus, unzipped) and the E5 flat index `e5_Flat.index` (PeterJinGo/wiki-18-e5-index,
+its two parts joined), into `$SEARCH_QA_DATA`; the E5 encoder is `hf download intfloat/e5-base-v2`.
+
 skillrise-groups: the official SkillRise task-group files `data/groups/skillrise_{alfworld,sciworld,webshop}_K3.jsonl`
 of lyq1119/SkillRise-reproduction-and-refinement (the public import of Within-yao/SkillRise) at a pinned commit, into
 `$SKILLRISE_GROUPS` (default `~/.cache/agentrl/skillrise_groups`), where `skillrise` reads them (`env.groups`).
@@ -41,7 +50,23 @@ SKILLRISE_REPO, SKILLRISE_COMMIT = (
     "79bbd911cf5a477e13679bd7eb0728dfd871c632",
 )
 SKILLRISE_GROUP_FILES = ("skillrise_alfworld_K3.jsonl", "skillrise_sciworld_K3.jsonl", "skillrise_webshop_K3.jsonl")
-DATASETS = ("alfworld", "skills", "skillrise-groups")
+# WebShop `setup.sh` (Google Drive ids; the `usercontent` URL skips the large-file confirmation page)
+WEBSHOP_FILES = {
+    "items_shuffle_1000.json": "1EgHdxQ_YxqIQlvvq5iKlCrkEKR6-j0Ib",
+    "items_ins_v2_1000.json": "1IduG0xl544V_A_jv3tHXC0kyFi7PnyBu",
+    "items_human_ins.json": "14Kb5SPBk_jfdLZ_CDBNitW98QLDlKR5O",
+}
+WEBSHOP_FULL_FILES = {"items_shuffle.json": "1A2whVgOO0euk5O13n2iYDM0bQRkkRduB",
+                      "items_ins_v2.json": "1s2j6NgHljiZzQNL3veZaAiyW_qDEgBNi"}  # fmt: skip
+DRIVE_URL = "https://drive.usercontent.google.com/download?id={id}&export=download&confirm=t"
+# Search-R1 on the Hub: (repo, files) of each dataset repository
+SEARCH_QA_HUB = (
+    ("PeterJinGo/nq_hotpotqa_train", ("train.parquet", "test.parquet")),
+    ("PeterJinGo/wiki-18-corpus", ("wiki-18.jsonl.gz",)),
+    ("PeterJinGo/wiki-18-e5-index", ("part_aa", "part_ab")),
+)
+DATASETS = ("alfworld", "skills", "skillrise-groups", "webshop", "search_qa")
+DESTINATION = {"webshop": "WEBSHOP_DATA", "search_qa": "SEARCH_QA_DATA"}
 MANUAL_ALFWORLD = """\
 Put the ALFWorld games there by hand:
   1. on a machine with internet, download
@@ -111,15 +136,73 @@ def fetch_skillrise_groups(dest: Path, timeout: float = 60.0) -> None:
         (dest / f"{name}.part").replace(dest / name)
 
 
+def download(url: str, target: Path, timeout: float = 60.0) -> None:
+    """`url` into `target`, written whole or not at all (a `.part` file renamed at the end)."""
+    logger.info(f"downloading {url} -> {target}")
+    part = target.with_name(target.name + ".part")
+    with urllib.request.urlopen(url, timeout=timeout) as resp, part.open("wb") as f:
+        shutil.copyfileobj(resp, f)
+    part.replace(target)
+
+
+def fetch_webshop(dest: Path, full: bool = False) -> None:
+    """The WebShop product files of `setup.sh` into `dest` (the small catalogue, plus the full one with `full`)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name, drive_id in {**WEBSHOP_FILES, **(WEBSHOP_FULL_FILES if full else {})}.items():
+        if not (dest / name).is_file():
+            download(DRIVE_URL.format(id=drive_id), dest / name)
+
+
+def fetch_search_qa(dest: Path) -> None:
+    """Search-R1's QA files, corpus and E5 index from the Hub into `dest`, in the layout the paper configs read."""
+    import gzip
+
+    from huggingface_hub import hf_hub_download
+
+    dest.mkdir(parents=True, exist_ok=True)
+    for repo, files in SEARCH_QA_HUB:
+        for name in files:
+            if not (dest / name).is_file():
+                logger.info(f"downloading {repo}/{name}")
+                hf_hub_download(repo_id=repo, filename=name, repo_type="dataset", local_dir=dest)
+    if not (dest / "wiki-18.jsonl").is_file():
+        with gzip.open(dest / "wiki-18.jsonl.gz", "rb") as src, (dest / "wiki-18.jsonl.part").open("wb") as out:
+            shutil.copyfileobj(src, out)
+        (dest / "wiki-18.jsonl.part").replace(dest / "wiki-18.jsonl")
+    if not (dest / "e5_Flat.index").is_file():  # searchr1_download.py: `cat part_aa part_ab > e5_Flat.index`
+        with (dest / "e5_Flat.index.part").open("wb") as out:
+            for name in ("part_aa", "part_ab"):
+                with (dest / name).open("rb") as src:
+                    shutil.copyfileobj(src, out)
+        (dest / "e5_Flat.index.part").replace(dest / "e5_Flat.index")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Fetch official environment data.")
     parser.add_argument("dataset", choices=DATASETS)
     parser.add_argument("--dest", default=None,
                         help="target folder (default: $ALFWORLD_DATA or ~/.cache/alfworld; skills: $SKILLS_DATA or "
                         "~/.cache/agentrl/skills; skillrise-groups: $SKILLRISE_GROUPS or "
-                        "~/.cache/agentrl/skillrise_groups)")  # fmt: skip
+                        "~/.cache/agentrl/skillrise_groups; webshop: $WEBSHOP_DATA, search_qa: $SEARCH_QA_DATA, "
+                        "else ~/.cache/agentrl/<dataset>)")  # fmt: skip
+    parser.add_argument("--full", action="store_true", help="webshop: also the full 1.18M-product catalogue")
     args = parser.parse_args(argv)
     setup_logging()
+    if args.dataset in DESTINATION:
+        var = DESTINATION[args.dataset]
+        default = Path.home() / ".cache" / "agentrl" / args.dataset
+        dest = Path(args.dest or os.environ.get(var) or default).expanduser()
+        try:
+            if args.dataset == "webshop":
+                fetch_webshop(dest, args.full)
+            else:
+                fetch_search_qa(dest)
+        except OSError as exc:  # URLError and the Hub's HTTP errors are OSErrors
+            logger.error(f"{args.dataset} download failed: {type(exc).__name__}: {exc}")
+            logger.error(f"Fetch them by hand (see the module docstring of agentrl_shared.envs.data) into {dest}.")
+            return 1
+        logger.info(f"{args.dataset} data in {dest}; export {var}={dest}")
+        return 0
     if args.dataset == "skillrise-groups":
         dest = Path(args.dest).expanduser() if args.dest else skillrise_groups_dir()
         try:
