@@ -83,7 +83,7 @@ def test_paper_configs_match_the_official_scripts():
 def test_baseline_switches_load():
     for method, overrides in BASELINES.items():
         t = load("smoke", overrides)["trainer"]
-        assert t.credit == {"rlsd": "rlsd", "agentopsd": "agentopsd"}.get(method, "grpo")
+        assert t.credit == {"rlsd": "rlsd", "tether_seq": "rlsd", "agentopsd": "agentopsd"}.get(method, "grpo")
     assert load("smoke", BASELINES["skill_sd"])["trainer"].sdl_coef == 0.001
 
 
@@ -96,3 +96,17 @@ def test_unknown_key_and_bad_values_are_rejected():
         load("smoke", ["trainer.credit=opsd"])
     with pytest.raises(ValueError, match="mult_lambda must be in"):
         load("smoke", ["trainer.mult_lambda=1.5"])
+
+
+def test_the_tether_seq_method_is_rlsd_credit_with_a_constant_lambda():
+    """AgentOPSD's `tether_seq` (opsd_utils.py: tether_lambda 0.5, tether_band 0.2, no decay) at the config's
+    granularity: the ALFWorld config stays turn-level."""
+    from agentopsd.cli import BASELINES
+    from agentopsd.credit import linear_warmdown
+    from agentrl_shared.cli import method_switches
+
+    t = load("alfworld_qwen2.5-7b_paper", [*method_switches(BASELINES, "tether_seq"), "trainer.use_cpu=true"])[
+        "trainer"
+    ]
+    assert (t.credit, t.granularity, t.rlsd_lambda, t.rlsd_clip) == ("rlsd", "turn", 0.5, 0.2)
+    assert [linear_warmdown(t.rlsd_lambda, step, t.rlsd_warmdown_steps) for step in (0, 100, 150)] == [0.5] * 3

@@ -46,6 +46,9 @@ BASELINES = {
     "rlsd": ["trainer.credit=rlsd", "trainer.granularity=token"],
     "skill_sd": ["trainer.credit=grpo", "trainer.sdl_coef=0.001"],
     "skill_grpo": ["trainer.credit=grpo", "trainer.skills_in_student_prompt=true"],
+    # AgentOPSD's own `tether_seq` (opsd_utils.py): RLSD's credit with a constant tether_lambda 0.5 and band 0.2, at
+    # the config's granularity
+    "tether_seq": ["trainer.credit=rlsd", "trainer.rlsd_warmdown_steps=-1"],
     "agentopsd": [],
 }
 # reproduce plans: the method against GRPO (and, on CPU, the untrained model); `--methods` takes any of BASELINES
