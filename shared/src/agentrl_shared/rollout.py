@@ -44,6 +44,7 @@ class Row:
     reward: float = 0.0  # the row's reward as the trainer scored it (`MultiTurnGRPOTrainer._score`)
     episode_return: float = 0.0  # its episode's return before per-row shaping
     role: str = "act"  # which part of the policy wrote it: SkillRise "play"/"curate", EnvACE "caller"/"simulator"
+    sampling_logps: list[float] | None = None  # the engine's log-probs of `completion_ids` (vLLM; None from HF)
 
 
 @dataclass
@@ -166,7 +167,7 @@ class RolloutCollector:
                     teacher.append(self._tokenize(self.teacher_transform(text, episodes[i].task)))
             dummies = [[self.tokenizer.pad_token_id]] * (n_prompts - len(active))
             t0 = time.perf_counter()
-            completions, _ = generate(ids + dummies)  # the dummies' completions are dropped below
+            completions, logps = generate(ids + dummies)  # the dummies' completions are dropped below
             self.timings["generate_s"] += time.perf_counter() - t0
             if not active:
                 continue
@@ -189,6 +190,7 @@ class RolloutCollector:
                         prompt_truncated=truncated[k],
                         teacher_prompt_ids=teacher[k][0] if teacher else None,
                         teacher_prompt_truncated=teacher[k][1] if teacher else False,
+                        sampling_logps=None if logps is None else list(logps[k]),
                     )
                 )
             t0 = time.perf_counter()

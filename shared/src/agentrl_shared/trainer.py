@@ -15,6 +15,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -29,7 +30,7 @@ from .batch import StepPlan, plan_steps, rows_to_batch
 from .cadence import GroupedTaskSampler, RolloutCadence, rollout_lr_factor
 from .envs import make_env
 from .envs.pool import EnvPool
-from .generation import sampling_overrides, trainer_generate_fn
+from .generation import matched_vllm_engine, sampling_overrides, sync_vllm_weights, trainer_generate_fn
 from .rollout import Episode, RolloutCollector, Row, episode_counts, equal_prompt_count, metrics_from_counts
 from .skills import student_prompt, teacher_prompt, teacher_skills
 
@@ -80,6 +81,28 @@ def grpo_row_advantages(rewards: Tensor, group_ids: Tensor, *, eps: float = 1e-6
     return advantages
 
 
+def logp_gap_sums(trainer_logps: Tensor, sampling_logps: Tensor, mask: Tensor) -> Tensor:
+    """The mismatch between the log-probs the generation engine returned for its sampled tokens and the trainer's
+    log-probs of the same tokens, as sums over the tokens of `mask` (to be added over micro-batches and ranks).
+
+    With d = log p_trainer - log p_sampler, k3 = exp(d) - d - 1 estimates KL(p_sampler || p_trainer) from the
+    sampler's own tokens (Schulman's k3; the "mismatch KL" slime, prime-rl and open-instruct log). No loss reads it.
+    TRL asks vLLM for "processed" log-probs (after temperature, top-k and top-p): with top_p < 1 or top_k > 0 they are
+    those of the truncated distribution vLLM samples from, and the gap includes that truncation.
+
+    Args:
+        trainer_logps: (B, C) the trainer's log-probs of the completion tokens.
+        sampling_logps: (B, C) the engine's log-probs of the same tokens (any value where `mask` is False).
+        mask: (B, C) bool, the tokens that have both.
+    Returns:
+        (4,) float64: sum |d|, max |d| (0 without tokens), sum k3, token count.
+    """
+    d = (trainer_logps.double() - sampling_logps.double())[mask]  # (T,)
+    k3 = torch.exp(d) - d - 1  # (T,)
+    top = d.abs().max() if d.numel() else torch.zeros((), dtype=torch.float64)
+    return torch.stack([d.abs().sum(), top, k3.sum(), torch.tensor(float(d.numel()), dtype=torch.float64)])
+
+
 @dataclass
 class TrainRow:
     """One collected row as every rank sees it after the all-gather (token ids, loss flag, advantage, extras).
@@ -93,6 +116,7 @@ class TrainRow:
     reward: float = 0.0
     teacher_prompt_ids: list[int] | None = None
     meta: dict = field(default_factory=dict)
+    sampling_logps: list[float] | None = None  # the generation engine's log-probs of `completion_ids` (vLLM)
 
 
 class MultiTurnGRPOTrainer(GRPOTrainer):
@@ -140,14 +164,17 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         args.max_steps = args.num_rollouts * -(-max_rows // (args.micro_batch_rows * args.gradient_accumulation_steps))
         dataset = Dataset.from_dict({"prompt": [str(i) for i in range(len(train_items))],
                                      "task_index": list(range(len(train_items)))})  # fmt: skip
-        super().__init__(
-            model=model,
-            reward_funcs=environment_reward,
-            args=args,
-            train_dataset=dataset,
-            processing_class=processing_class,
-            callbacks=callbacks,
-        )
+        # the colocated vLLM engine in the trainer's dtype (TRL passes none; `generation.vllm_engine_kwargs`)
+        colocated = args.use_vllm and args.vllm_mode == "colocate"
+        with matched_vllm_engine(self) if colocated else nullcontext():
+            super().__init__(
+                model=model,
+                reward_funcs=environment_reward,
+                args=args,
+                train_dataset=dataset,
+                processing_class=processing_class,
+                callbacks=callbacks,
+            )
         if self.episodes_per_rank % self.num_generations != 0:
             raise ValueError(
                 f"per_device_train_batch_size * steps_per_generation = {self.episodes_per_rank} episodes per rank "
@@ -273,13 +300,31 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         return equal_prompt_count(n_active, self._all_ranks(n_active), self.equal_prompt_lists)
 
     def _generate(self, prompt_ids: list[list[int]]):
-        """The trainer's generation (vLLM or HF), with the vLLM weight sync timed on its own."""
+        """The trainer's generation (vLLM or HF), with the vLLM weight sync timed on its own: `time/weight_sync_s` and
+        `time/generation_s` (generation alone, the sync left out) of a rollout; an evaluation's calls are not counted
+        (a package's own `generate_s`, where it keeps one, times its generate calls with the sync inside)."""
         if self.use_vllm and self.state.global_step != self._last_loaded_step:
             t0 = time.perf_counter()
-            self.vllm_generation.sync_weights()
+            sync_vllm_weights(self.vllm_generation)
             self._last_loaded_step = self.state.global_step
             self.timings["weight_sync_s"] += time.perf_counter() - t0
-        return trainer_generate_fn(self)(prompt_ids)
+        t0 = time.perf_counter()
+        out = trainer_generate_fn(self)(prompt_ids)
+        if self.model.training:
+            self.timings["generation_s"] += time.perf_counter() - t0
+        return out
+
+    @staticmethod
+    def _sampling_logps(rows: list[TrainRow], shape: torch.Size) -> tuple[Tensor, Tensor]:
+        """The engine's log-probs of a micro-batch's rows laid out like its (B, C) right-padded completions, and the
+        (B, C) mask of the tokens that have one (none on rows without them, or on an empty micro-batch's pad row)."""
+        logps = torch.zeros(shape, dtype=torch.float64)
+        mask = torch.zeros(shape, dtype=torch.bool)
+        for b, row in enumerate(rows):
+            if row.sampling_logps is not None:
+                logps[b, : len(row.sampling_logps)] = torch.tensor(row.sampling_logps, dtype=torch.float64)
+                mask[b, : len(row.sampling_logps)] = True
+        return logps, mask
 
     def _logps(self, model, prompt_ids, prompt_mask, completion_ids, completion_mask) -> Tensor:
         input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
@@ -394,7 +439,14 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         # Every rank's rows, then the same plan on every rank (which rank trains which row, in which step)
         local = [
             TrainRow(
-                r.prompt_ids, r.completion_ids, not r.failed, a, r.reward, r.teacher_prompt_ids, self._row_meta(r)
+                r.prompt_ids,
+                r.completion_ids,
+                not r.failed,
+                a,
+                r.reward,
+                r.teacher_prompt_ids,
+                self._row_meta(r),
+                sampling_logps=r.sampling_logps,
             )
             for r, a in zip(rows, advantages.tolist(), strict=True)
         ]
@@ -425,8 +477,12 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             micro_batches.append(batch)
 
         # No-grad forwards in the training precision, one per micro-batch on every rank (ZeRO-3 lock-step)
+        # The sampler/trainer log-prob gap is measured wherever rows carry the engine's log-probs (every rank sees
+        # all rows, so every rank decides alike); it needs theta_old, a forward of its own with a single step
+        measure_gap = any(r.sampling_logps is not None for r in all_rows)
+        gap = torch.zeros(4, dtype=torch.float64)
         with torch.no_grad(), self.accelerator.autocast():
-            for batch in micro_batches:
+            for batch, index in zip(micro_batches, indices, strict=True):
                 ids = (batch["prompt_ids"], batch["prompt_mask"], batch["completion_ids"], batch["completion_mask"])
                 # theta_old: from the second optimizer step on the policy has moved (verl recomputes old log-probs);
                 # with a single step the loss forward's detached log-probs are theta_old
@@ -434,6 +490,11 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
                     t0 = time.perf_counter()
                     batch["old_per_token_logps"] = self._logps(self.model, *ids)
                     self.timings["old_logps_s"] += time.perf_counter() - t0
+                if measure_gap:
+                    t0 = time.perf_counter()
+                    old = batch["old_per_token_logps"] if plan.num_steps > 1 else self._logps(self.model, *ids)
+                    gap += logp_gap_sums(old.cpu(), *self._sampling_logps([all_rows[i] for i in index], old.shape))
+                    self.timings["logp_gap_s"] += time.perf_counter() - t0
                 if self.beta != 0.0:
                     t0 = time.perf_counter()
                     batch["ref_per_token_logps"] = self._logps(self.ref_model, *ids)
@@ -442,6 +503,11 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
 
         n_rows = len(all_rows)
         metrics = self._rollout_metrics(episodes, rows)
+        if measure_gap:  # over every rank's tokens (two collectives, on every rank)
+            abs_sum, k3_sum, tokens = self._sum_ranks(*gap[[0, 2, 3]].tolist())
+            metrics["sampling/logp_gap_mean"] = abs_sum / max(tokens, 1.0)
+            metrics["sampling/logp_gap_max"] = max(self._all_ranks(gap[1].item()))
+            metrics["sampling/mismatch_kl_k3"] = k3_sum / max(tokens, 1.0)
         metrics.update(
             {
                 "rollout/rows": float(n_rows),
