@@ -131,3 +131,21 @@ def test_horizon_slope_is_the_least_squares_slope_of_success_on_turns(tmp_path):
     assert final_episodes(run) == [eps[0]]  # a standalone evaluation
     (run / "eval_episodes.jsonl").write_text("".join(json.dumps({"rollouts": r, **eps[0]}) + "\n" for r in (0, 5, 5)))
     assert final_episodes(run) == [{"rollouts": 5, **eps[0]}] * 2  # a training run: its last evaluation
+
+
+def test_a_finished_plan_prints_its_table_and_writes_its_curves(tmp_path):
+    import json
+
+    from agentrl_shared.report import plan_summary
+
+    for method, seed, success, key in (("untrained", 0, 0.25, "eval_seconds"), ("grpo", 0, 0.5, "train_seconds"),
+                                       ("grpo", 1, 0.7, "train_seconds")):  # fmt: skip
+        run = tmp_path / "cpu" / method / f"seed{seed}"
+        run.mkdir(parents=True)
+        curve = [] if method == "untrained" else [{"rollouts": 3, "success_rate_mean": success}]
+        (run / "results.json").write_text(json.dumps({"final": {"success_rate_mean": success}, key: 100.0 + seed,
+                                                      "curve": curve}))  # fmt: skip
+    text = plan_summary(tmp_path, "cpu", {"untrained": "Vanilla", "grpo": "GRPO", "sdar": "SDAR"}, "t")
+    assert "| Vanilla | 25.0 (1 seed) | 1 | 100 |" in text and "| GRPO | 60.0 +- 14.1 (2 seeds) | 2 | 100 |" in text
+    assert "SDAR" not in text and "301 s of runs in all" in text
+    assert (tmp_path / "cpu" / "learning_curves.png").stat().st_size > 0

@@ -126,7 +126,14 @@ def reproduce(
                 train(cfg, method)
     else:
         reproduce_paper(PACKAGE, "SDAR", configs, methods, seeds, overrides, output, flags, load)
-    logger.info(f"reproduce: runs are in {output}; `sdar report --runs {output}` updates sdar/results and the README")
+    if not flags.dry_run:
+        from agentrl_shared.report import plan_summary
+
+        from .report import METHOD_NAMES
+
+        print(plan_summary(output, scale, METHOD_NAMES, f"SDAR, {scale} scale"))
+    logger.info(f"reproduce: runs are in {output}; `sdar report --runs {output}` updates sdar/results and the "
+                "README")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:

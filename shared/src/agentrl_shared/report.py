@@ -160,3 +160,26 @@ def plot_curves(series: dict[str, list[list[tuple[float, float]]]], path: Path, 
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def plan_summary(output: Path, scale: str, names: dict[str, str], title: str) -> str:
+    """What a finished `reproduce` prints: one row per method of `<output>/<scale>/<method>/seed*/results.json`
+    (held-out success mean +- std over the seeds, n, and the seconds each run took: training with its evaluations, or
+    the evaluation alone), and the learning curves written to `<output>/<scale>/learning_curves.png` (runs/ only;
+    tracked files are `report`'s)."""
+    rows, series, total = [], {}, 0.0
+    for method, name in names.items():
+        payloads = [json.loads(p.read_text()) for p in sorted((output / scale / method).glob("seed*/results.json"))]
+        if not payloads:
+            continue
+        seconds = [p.get("train_seconds", p.get("eval_seconds", 0.0)) for p in payloads]
+        total += sum(seconds)
+        rows.append([name, mean_std([p["final"]["success_rate_mean"] for p in payloads]), str(len(payloads)),
+                     f"{statistics.fmean(seconds):.0f}"])  # fmt: skip
+        curves = [[(pt["rollouts"], 100 * pt["success_rate_mean"]) for pt in p["curve"]] for p in payloads]
+        if any(curves):
+            series[name] = curves
+    if series:
+        plot_curves(series, output / scale / "learning_curves.png", "rollouts", "held-out success %", title)
+    table = markdown_table(["Method", "success % (mean +- std, n seeds)", "n", "seconds per run"], rows)
+    return f"{table}\n\n{total:.0f} s of runs in all; curves: {output / scale / 'learning_curves.png'}"
