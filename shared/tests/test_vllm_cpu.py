@@ -72,4 +72,5 @@ def test_auto_dtype_runs_an_fp32_checkpoint_in_bf16_and_misses_the_trainers_logp
         for p, (c, lp) in zip(prompts, sampled_logps(llm, prompts, temperature=1.0, max_tokens=16, seed=0), strict=True)
     ])  # fmt: skip
     print(f"\nbf16 engine (dtype=auto) vs fp32 trainer: mean |diff| {diffs.mean():.2e}, max {diffs.max():.2e}")
-    assert diffs.mean() > 1e-3  # the gap the fp32 engine closes to ~1e-7 (sdar/tests/test_vllm_cpu.py)
+    # measured here: mean 1.5e-3, max 4.2e-3; the fp32 engine's is ~5e-7 (sdar/tests/test_vllm_cpu.py)
+    assert diffs.mean() > 1e-4
