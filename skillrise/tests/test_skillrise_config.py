@@ -51,15 +51,27 @@ def test_paper_defaults_pinned():
     assert args.max_completion_length == 1024 and args.temperature == 1.0
     assert args.chat_template_kwargs == {"enable_thinking": False}
     env = EnvConfig()
-    assert (env.name, env.max_turns, env.max_prompt_length, env.history_length) == ("scienceworld", 30, 10240, 15)
+    # official ScienceWorld: history 2 (ppo_trainer.yaml), data.truncation=error, random panel per validation
+    assert (env.name, env.max_turns, env.max_prompt_length, env.history_length) == ("scienceworld", 30, 10240, 2)
+    assert (env.solve_prompt, env.prompt_overflow, env.eval_panel, env.groups) == ("skillrise", "raise", "random",
+                                                                                   "official")  # fmt: skip
+    assert args.step_gamma == 0.95 and args.step_advantage_w == 1.0  # GiGPO baseline (core_gigpo.py)
     assert env.env_kwargs == {"simplifications": "easy", "max_steps": 30}
     assert (env.eval_tasks, env.eval_k, env.eval_temperature, env.eval_every) == (128, 3, 0.7, 5)
 
 
-def test_paper_turn_caps():
-    caps = {n: load(f"{n}_qwen3-4b_paper", ["trainer.use_cpu=true"])["env"].max_turns
-            for n in ("alfworld", "webshop", "scienceworld")}  # fmt: skip
-    assert caps == {"alfworld": 10, "webshop": 12, "scienceworld": 30}
+def test_paper_turn_caps_history_and_overflow():
+    envs = {n: load(f"{n}_qwen3-4b_paper", ["trainer.use_cpu=true"])["env"] for n in ("alfworld", "webshop",
+                                                                                      "scienceworld")}  # fmt: skip
+    assert {n: e.max_turns for n, e in envs.items()} == {"alfworld": 10, "webshop": 12, "scienceworld": 30}
+    assert {n: e.history_length for n, e in envs.items()} == {"alfworld": 15, "webshop": 5, "scienceworld": 2}
+    assert {n: e.curate_history for n, e in envs.items()} == {"alfworld": 50, "webshop": 50, "scienceworld": 30}
+    assert {n: e.prompt_overflow for n, e in envs.items()} == {"alfworld": "raise", "webshop": "truncate",
+                                                               "scienceworld": "raise"}  # fmt: skip
+    with pytest.raises(ConfigError, match="validation carry"):
+        load("smoke", ["trainer.carry_mode=reflect"])
+    with pytest.raises(ConfigError, match="carry_mode=none"):
+        load("smoke", ["trainer.advantage_mode=gigpo"])
 
 
 @pytest.mark.parametrize("env,gpus", [("alfworld", 8), ("scienceworld", 8), ("webshop", 4)])

@@ -56,7 +56,7 @@ def test_train_method_grpo_keeps_the_budget_and_a_typo_is_refused(monkeypatch):
     main(["train", "--method", "grpo"])  # the CPU config: 1 group x 4 trials x K 3 -> one group of 12
     (method, cpu), *_ = trained
     assert (method, cpu.group_size_k, cpu.num_generations, cpu.per_device_train_batch_size) == ("grpo", 1, 12, 6)
-    message = error_line(main, ["train", "--method", "gigpo"])
-    assert message.startswith("skillrise: Unknown --method 'gigpo'.")
-    assert message.endswith("Valid: run (the config as it is), grpo, no_carry, reflect, skillrise.")
+    message = error_line(main, ["train", "--method", "gipo"])
+    assert message.startswith("skillrise: Unknown --method 'gipo'.")
+    assert message.endswith("Valid: run (the config as it is), grpo, gigpo, no_carry, reflect, skillrise.")
     assert len(trained) == 1  # refused before any config or model loads

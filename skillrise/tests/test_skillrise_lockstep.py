@@ -18,7 +18,7 @@ from agentrl_shared.envs.pool import EnvPool
 from agentrl_shared.models import qwen_tokenizer
 from agentrl_shared.prompts import make_prompt
 from agentrl_shared.rollout import equal_prompt_count
-from skillrise.trial import TrialRunner
+from skillrise.trial import SolvePrompt, TrialRunner
 
 
 class LengthEnv:
@@ -112,7 +112,9 @@ def test_prompt_counts_and_completions_per_rank(tok, tp, setup):
         generate = (lambda ids: world.generate_tp(rank, ids)) if tp > 1 else generate_local
         groups = SETUPS[setup][rank]
         with EnvPool(LengthEnv, num_slots=2, num_workers=0) as pool:
-            runner = TrialRunner(pool, make_prompt("textrooms"), tok, "textrooms", max_turns=3, max_prompt_length=4096)
+            runner = TrialRunner(
+                pool, SolvePrompt(make_prompt("textrooms")), tok, "textrooms", max_turns=3, max_prompt_length=4096
+            )
             trials[rank] = runner.run(groups, list(range(len(groups))), [0] * len(groups), generate, K=3,
                                       prompt_count=prompt_count)  # fmt: skip
 

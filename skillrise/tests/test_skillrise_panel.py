@@ -46,11 +46,17 @@ def test_scienceworld_panel_task_type_histogram(monkeypatch):
 
 
 @pytest.mark.realdata
-def test_alfworld_panel_covers_every_task_type():
-    data = Path(os.environ.get("ALFWORLD_DATA", "/work/shared/data/alfworld"))
-    if not (data / "json_2.1.1" / "valid_seen").is_dir():
-        pytest.skip(f"ALFWorld games not found under {data}")
-    os.environ["ALFWORLD_DATA"] = str(data)
+def test_alfworld_panel_covers_every_task_type(monkeypatch):
+    here = Path(__file__).resolve().parents[2]
+    found = [
+        Path(d)
+        for d in (os.environ.get("ALFWORLD_DATA"), here / "shared" / "data" / "alfworld", "/work/shared/data/alfworld")
+        if d and (Path(d) / "json_2.1.1" / "valid_seen").is_dir()
+    ]
+    data = found[0] if found else None  # fmt: skip
+    if data is None:
+        pytest.skip("ALFWorld games not found ($ALFWORLD_DATA, ../shared/data/alfworld)")
+    monkeypatch.setenv("ALFWORLD_DATA", str(data))
     cfg = load("alfworld_qwen3-4b_paper", ["trainer.use_cpu=true", "env.eval_panel=fixed", "env.eval_tasks=30"])
     hist = types(panel_drawer(cfg)()["repeat"])
     assert len(hist) == 6 and min(hist.values()) == 5

@@ -14,6 +14,7 @@ from skillrise.trainer import trial_row_returns
 from skillrise.trial import (
     EMPTY_DOCUMENT,
     SKILL_HEADER,
+    SolvePrompt,
     TrialRunner,
     parse_tagged,
     summarize_trials,
@@ -65,7 +66,7 @@ def kitchen_group(tasks_per_group=3):
 
 
 def runner(tok, pool, carry_mode="skill"):
-    return TrialRunner(pool, make_prompt("textrooms"), tok, "textrooms", max_turns=2, max_prompt_length=2048,
+    return TrialRunner(pool, SolvePrompt(make_prompt("textrooms")), tok, "textrooms", max_turns=2, max_prompt_length=2048,
                        carry_mode=carry_mode)  # fmt: skip
 
 
@@ -126,12 +127,12 @@ def test_parse_tagged_takes_last_block_and_caps_length():
 def test_scienceworld_trial_with_gold_policy(tok):
     """Real engine: a scripted policy replays the gold path; the trial wins, repeat mode skips the retry."""
     pytest.importorskip("scienceworld")
-    from agentrl_shared.envs.scienceworld import ScienceWorldAdapter
-    from agentrl_shared.prompts import ScienceWorldPrompt
+    from skillrise.prompts import SkillRisePrompt, SkillRiseScienceWorld
+    from skillrise.trial import DOC_SLOT
 
     task = {"task_id": "find-living-thing:0", "task_type": "find-living-thing", "task_name": "find-living-thing",
             "variation": 0}  # fmt: skip
-    engine = ScienceWorldAdapter()  # one JVM: the gold path, then the trial in-process on the same engine
+    engine = SkillRiseScienceWorld()  # one JVM: the gold path, then the trial in-process on the same engine
     gold = engine.gold_actions(task)
     step = {"k": 0}
 
@@ -149,8 +150,72 @@ def test_scienceworld_trial_with_gold_policy(tok):
         return out, None
 
     with EnvPool(lambda: engine, num_slots=1, num_workers=0) as pool:
-        r = TrialRunner(pool, ScienceWorldPrompt(), tok, "scienceworld", max_turns=30, max_prompt_length=100_000)
+        r = TrialRunner(pool, SkillRisePrompt("scienceworld", 2, DOC_SLOT), tok, "scienceworld", max_turns=30,
+                        max_prompt_length=100_000)  # fmt: skip
         (t,) = r.run([[task, task]], [0], [0], gold_policy, K=2, skip_won=True)
     assert t.won(0) and t.episodes[1] is None
     assert t.documents == ["", "Look around, then focus on a living thing."]
     assert t.carry_rows[0].is_action_valid
+
+
+def test_reflect_carry_only_unsolved_trials_and_reflections_accumulate(tok):
+    """LaMer reflect carry (validation): a solved task is not reflected on; every reflection so far is carried; an
+    answer without `<remark>` is carried as it is and flagged invalid."""
+    from skillrise.trial import REFLECTION_HEADER
+
+    seen, reflections = [], []
+
+    def policy(prompt_ids):
+        out = []
+        for ids in prompt_ids:
+            text = tok.decode(ids)
+            seen.append(text)
+            if "TRANSFERABLE experience" in text:
+                reflections.append(text)
+                answer = "Think. <remark>note-A</remark>" if len(reflections) % 2 else "no tags here"
+            elif "Task: find the apple" in text:
+                answer = "go to kitchen</action>"  # wins the first task
+            else:
+                answer = "no idea"  # fails the others
+            out.append(tok(answer, add_special_tokens=False).input_ids)
+        return out, None
+
+    with EnvPool(lambda: make_env("textrooms"), num_slots=1, num_workers=0) as pool:
+        (t,) = runner(tok, pool, "reflect").run([kitchen_group()], [0], [0], policy, K=3)
+    assert [t.won(p) for p in range(3)] == [True, False, False]
+    assert sorted(t.carry_rows) == [1]  # task 0 was solved: no reflection after it; task 2 is the last
+    assert t.reflections == {1: "note-A"} and t.carry_rows[1].role == "reflect" and t.carry_rows[1].is_action_valid
+    assert t.documents[1] == "" and "note-A" in t.documents[2]
+    solve_2 = [s for s in seen if "Task: find the mug" in s][0]
+    assert REFLECTION_HEADER.split("\n")[0] in solve_2 and "outcome: FAILURE), you noted:\nnote-A" in solve_2
+    # a second failure reflects again and both reflections are carried (K = 4)
+    reflections.clear()
+    with EnvPool(lambda: make_env("textrooms"), num_slots=1, num_workers=0) as pool:
+        group = kitchen_group() + [
+            {**kitchen_group()[2], "task_id": "k3", "object": "plate", "instruction": "find the plate"}
+        ]
+        (t,) = runner(tok, pool, "reflect").run([group], [0], [0], policy, K=4)
+    assert sorted(t.carry_rows) == [1, 2] and not t.carry_rows[2].is_action_valid
+    assert t.reflections == {1: "note-A", 2: "no tags here"}
+    assert "note-A" in t.documents[3] and "no tags here" in t.documents[3]
+
+
+def test_summaries_report_task_score_and_task_type_per_position():
+    def rec(won, scores, types, padded=(False, False, False)):
+        return {"won": won, "task_scores": scores, "task_types": types, "padded": list(padded), "seed": 0,
+                "failed": False, "curate_valid": [], "family": types[0]}  # fmt: skip
+
+    cross = [rec([True, False, True], [1.0, 0.5, 1.0], ["beauty"] * 3),
+             rec([False, True, False], [0.25, 1.0, 0.0], ["food"] * 3, padded=(False, False, True))]  # fmt: skip
+    s = summarize_trials(cross, "cross", [0])
+    assert (s["success_pos0"], s["task_score_pos0"], s["task_score_pos1"]) == (0.5, 0.625, 0.75)
+    assert s["success_pos2"] == 1.0 and s["task_score_pos2"] == 1.0  # the padded position is left out
+    assert (s["type/beauty/success_pos1"], s["type/food/success_pos1"]) == (0.0, 1.0)
+    assert "type/food/success_pos2" not in s
+    repeat = [
+        rec([False, True, False], [0.5, 1.0, 0.0], ["boil"] * 3),
+        rec([False] * 3, [0.0, 0.25, 0.1], ["melt"] * 3),
+    ]
+    r = summarize_trials(repeat, "repeat", [0])
+    assert (r["pass@1"], r["pass@2"], r["task_score@1"], r["task_score@2"]) == (0.0, 0.5, 0.25, 0.625)
+    assert (r["type/boil/pass@2"], r["type/melt/pass@3"]) == (1.0, 0.0)

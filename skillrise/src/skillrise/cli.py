@@ -48,12 +48,15 @@ CPU_CONFIG = "textrooms_smollm2-135m_cpu"
 # `train --method NAME` applies them before the overrides (`run`, the default, applies none). GRPO keeps the rollout
 # budget (`method_config`): a trial's K tasks become K single-task plays in one group of K x N, K times the trials per
 # rank (CPU: 1 group x 4 trials x K 3 = one group of 12; paper: 16 groups x 8 trials x 3 = 16 tasks x 24); validated
-# with no carry
+# with no carry. GRPO and GiGPO use the plain environment prompt (the official baselines run verl-agent's own
+# environments, not the SkillRise prompt with an empty document); GiGPO keeps the budget too
 METHODS = {
     "grpo": ["trainer.group_size_k=1", "trainer.carry_mode=none", "trainer.advantage_mode=grpo",
-             "env.eval_carry_mode=none"],
+             "env.eval_carry_mode=none", "env.solve_prompt=plain"],
+    "gigpo": ["trainer.group_size_k=1", "trainer.carry_mode=none", "trainer.advantage_mode=gigpo",
+              "env.eval_carry_mode=none", "env.solve_prompt=plain"],
     "no_carry": ["trainer.carry_mode=none", "env.eval_carry_mode=none"],
-    "reflect": ["trainer.carry_mode=reflect", "env.curate_prefix=<reflection>"],
+    "reflect": ["trainer.carry_mode=none", "env.eval_carry_mode=reflect", "env.curate_prefix=<remark>"],
     "skillrise": [],
 }  # fmt: skip
 PAPER_CONFIGS = ["scienceworld_qwen3-4b_paper", "alfworld_qwen3-4b_paper", "webshop_qwen3-4b_paper"]
@@ -249,18 +252,15 @@ def train(cfg: dict, method: str = "run", output: Path = Path("runs/skillrise"))
 
 def evaluate_model(cfg: dict, method: str = "eval", output: Path = Path("runs/skillrise")) -> dict:
     """Evaluate `model.name_or_path` on the panels with HF generation (resumable: trials are logged as they end)."""
-    from functools import partial
-
     import torch
     from transformers import AutoTokenizer
 
-    from agentrl_shared.envs import make_env
     from agentrl_shared.envs.pool import EnvPool
     from agentrl_shared.evaluation import write_results
     from agentrl_shared.generation import HFGenerator, load_eval_model
     from agentrl_shared.models import model_path
 
-    from .config import make_base_prompt
+    from .config import make_env_factory, make_solve_prompt
     from .trial import TrialRunner, summarize_trials, trial_record
 
     args, env, model_cfg = cfg["trainer"], cfg["env"], cfg["model"]
@@ -280,10 +280,10 @@ def evaluate_model(cfg: dict, method: str = "eval", output: Path = Path("runs/sk
     carry = env.eval_carry_mode or args.carry_mode
     summary = {}
     t0 = time.perf_counter()
-    with EnvPool(partial(make_env, env.name, **env.env_kwargs), slots, env.step_timeout, env.num_workers) as pool:
-        runner = TrialRunner(pool, make_base_prompt(env), tok, env.name, env.max_turns, env.max_prompt_length, carry,
+    with EnvPool(make_env_factory(env), slots, env.step_timeout, env.num_workers) as pool:
+        runner = TrialRunner(pool, make_solve_prompt(env), tok, env.name, env.max_turns, env.max_prompt_length, carry,
                              args.skill_max_chars, env.curate_history, env.curate_prefix,
-                             args.chat_template_kwargs)  # fmt: skip
+                             args.chat_template_kwargs, env.prompt_overflow)  # fmt: skip
         for mode, groups in panel_drawer(cfg)().items():
             log = out / f"trials_{mode}.jsonl"
             done = {}
@@ -311,9 +311,9 @@ def evaluate_model(cfg: dict, method: str = "eval", output: Path = Path("runs/sk
 
 def method_config(config: str, method: str, overrides: list[str]) -> dict:
     """`config` with `method`'s switches before the overrides (`METHODS`; an unknown name is a configuration error).
-    GRPO's group and trials per rank are K times the config's (as overridden), after the overrides: the budget."""
+    GRPO's and GiGPO's group and trials per rank are K times the config's (as overridden), after the overrides: the budget."""
     switches = method_switches(METHODS, method)
-    if method == "grpo":
+    if method in ("grpo", "gigpo"):
         t = load(config, overrides)["trainer"]
         budget = [f"trainer.num_generations={t.group_size_k * t.num_generations}",
                   f"trainer.per_device_train_batch_size={t.group_size_k * t.per_device_train_batch_size}"]  # fmt: skip

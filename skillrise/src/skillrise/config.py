@@ -25,14 +25,20 @@ class SkillRiseConfig(GRPOConfig):
     Parameters that SkillRise adds:
         group_size_k (`int`, *optional*, defaults to `3`): K, tasks per trial (official group files `*_K3.jsonl`,
             `env.num_attempts=3`). `1` with `carry_mode="none"` gives single-task GRPO.
-        carry_mode (`str`, *optional*, defaults to `"skill"`): what a trial carries between tasks (official
-            `train_carry_mode`): `skill` (SkillRise), `none` (no-carry ablation / GRPO), `reflect` (LaMer-style).
+        carry_mode (`str`, *optional*, defaults to `"skill"`): what a training trial carries between tasks (official
+            `train_carry_mode`): `skill` (SkillRise) or `none` (no-carry ablation / GRPO / GiGPO); `reflect` (LaMer)
+            is a validation carry only (`env.eval_carry_mode`).
         traj_gamma (`float`, *optional*, defaults to `0.6`): downstream discount of the curate return (official
             `algorithm.traj_gamma=0.6`).
         curate_loss_weight (`float`, *optional*, defaults to `1.0`): multiplies curate advantages (official
             `curate_loss_weight=1.0`).
         advantage_mode (`str`, *optional*, defaults to `"mean_norm"`): `mean_norm` (A = R - mean, official default),
-            `mean_std_norm` (ablation), or `grpo` (verl-agent row-level GRPO, the GRPO baseline).
+            `mean_std_norm` (ablation), `grpo` (verl-agent row-level GRPO, the GRPO baseline) or `gigpo` (the GiGPO
+            baseline, verl-agent `core_gigpo.py`; needs `carry_mode="none"`).
+        step_gamma (`float`, *optional*, defaults to `0.95`): GiGPO's discount of the step returns (verl-agent
+            `algorithm.gamma=0.95`).
+        step_advantage_w (`float`, *optional*, defaults to `1.0`): GiGPO's weight of the step advantage
+            (`algorithm.gigpo.step_advantage_w=1.0`).
         invalid_action_penalty_coef (`float`, *optional*, defaults to `0.5`): subtracted from invalid rows (official
             `invalid_action_penalty_coef=0.5`), solve rows without `<action>` and curate rows without `<skill>`.
         skill_max_chars (`int`, *optional*, defaults to `4000`): cap of the parsed skill document (official
@@ -53,7 +59,9 @@ class SkillRiseConfig(GRPOConfig):
     carry_mode: str = field(default="skill", metadata={"help": "skill | none | reflect (official carry_mode)."})
     traj_gamma: float = field(default=0.6, metadata={"help": "Curate return discount. Official: traj_gamma=0.6."})
     curate_loss_weight: float = field(default=1.0, metadata={"help": "Official curate_loss_weight=1.0."})
-    advantage_mode: str = field(default="mean_norm", metadata={"help": "mean_norm | mean_std_norm | grpo."})
+    advantage_mode: str = field(default="mean_norm", metadata={"help": "mean_norm | mean_std_norm | grpo | gigpo."})
+    step_gamma: float = field(default=0.95, metadata={"help": "GiGPO step-return discount (algorithm.gamma=0.95)."})
+    step_advantage_w: float = field(default=1.0, metadata={"help": "GiGPO step advantage weight (1.0)."})
     invalid_action_penalty_coef: float = field(
         default=0.5, metadata={"help": "Official invalid_action_penalty_coef=0.5."}
     )
@@ -95,8 +103,14 @@ class SkillRiseConfig(GRPOConfig):
         super().__post_init__()
         if self.carry_mode not in CARRY_MODES:
             raise ValueError(f"Unknown carry_mode {self.carry_mode!r}; valid: {', '.join(CARRY_MODES)}.")
+        if self.carry_mode == "reflect":
+            raise ValueError("carry_mode=reflect is a validation carry (official train_carry_mode is skill or none): "
+                             "train with carry_mode=none and set env.eval_carry_mode=reflect (`--method reflect`).")  # fmt: skip
         if self.advantage_mode not in ADVANTAGE_MODES:
             raise ValueError(f"Unknown advantage_mode {self.advantage_mode!r}; valid: {', '.join(ADVANTAGE_MODES)}.")
+        if self.advantage_mode == "gigpo" and self.carry_mode != "none":
+            raise ValueError(f"advantage_mode=gigpo has no credit for carry rows (carry_mode={self.carry_mode!r}); set "
+                             "carry_mode=none (the GiGPO baseline) or another advantage_mode.")  # fmt: skip
         if self.beta != 0.0:
             raise ValueError(
                 f"beta={self.beta}, but the SkillRise loss has no KL term (official use_kl_loss=False); set beta=0."
@@ -120,10 +134,14 @@ class EnvConfig:
         groups (`str`): where the training groups come from (`groups.py`): `official` (the official group file of the
             environment in `$SKILLRISE_GROUPS`, fetched by `make data ENV=skillrise-groups`, where it exists; else the
             rules, logged), `rules`, or the path of a file in the official layout.
-        history_length (`int`): past steps in the solve prompt (official SkillRise `history_length` 15).
+        history_length (`int`): past steps in the solve prompt (official: ALFWorld 15, WebShop 5, ScienceWorld 2).
+        solve_prompt (`str`): `skillrise` (the SkillRise solve prompt, `prompts.py`; TextRooms: its family with the
+            document section first) or `plain` (the shared verl-agent family without a document section: the official
+            GRPO/GiGPO baselines run the plain environments).
+        prompt_overflow (`str`): a prompt longer than `max_prompt_length`: `raise` (official `data.truncation=error`
+            for ALFWorld and ScienceWorld) or `truncate` (left, counted in `env/prompt_truncated_ratio`; WebShop).
         max_turns (`int`): turn cap per task (official `env.max_turns`: 30 ScienceWorld, 10 ALFWorld, 12 WebShop).
-        max_prompt_length (`int`): `data.max_prompt_length` (10240 ScienceWorld, 4096 ALFWorld, 12288 WebShop); left
-            truncation, counted in `env/prompt_truncated_ratio`.
+        max_prompt_length (`int`): `data.max_prompt_length` (10240 ScienceWorld, 4096 ALFWorld, 12288 WebShop).
         curate_history (`int`): attempt steps in the curate prompt (official ScienceWorld `curate_history_length` 30).
         curate_prefix (`str`): prefilled start of curate answers (`""` official; `<skill>` at CPU scale).
         reward_scale (`float`): r_p = reward_scale * won (official reward 10 on success, else 0).
@@ -152,7 +170,9 @@ class EnvConfig:
     env_kwargs: dict = field(default_factory=lambda: {"simplifications": "easy", "max_steps": 30})
     max_tasks_per_family: int = 0
     groups: str = "official"
-    history_length: int = 15
+    history_length: int = 2
+    solve_prompt: str = "skillrise"
+    prompt_overflow: str = "raise"
     max_turns: int = 30
     max_prompt_length: int = 10240
     curate_history: int = 30
@@ -174,6 +194,10 @@ class EnvConfig:
     def __post_init__(self):
         if self.name not in ENV_NAMES:
             raise ValueError(f"Unknown env.name {self.name!r}; valid names: {', '.join(ENV_NAMES)}.")
+        if self.solve_prompt not in ("skillrise", "plain"):
+            raise ValueError(f"Unknown env.solve_prompt {self.solve_prompt!r}; valid: skillrise, plain.")
+        if self.prompt_overflow not in ("raise", "truncate"):
+            raise ValueError(f"Unknown env.prompt_overflow {self.prompt_overflow!r}; valid: raise, truncate.")
         if self.eval_panel not in ("random", "fixed"):
             raise ValueError(f"Unknown env.eval_panel {self.eval_panel!r}; valid: random, fixed.")
         for mode in self.eval_modes:
@@ -184,9 +208,30 @@ class EnvConfig:
 
 
 def make_base_prompt(env: EnvConfig):
-    """The environment's prompt family from `agentrl_shared.prompts` with the configured history window."""
+    """The environment's shared prompt family (`agentrl_shared.prompts`) with the configured history window."""
     from agentrl_shared.prompts import ScienceWorldPrompt, make_prompt
 
     if env.name == "scienceworld":
         return ScienceWorldPrompt(history_length=env.history_length)
     return make_prompt(env.name, env.history_length)
+
+
+def make_solve_prompt(env: EnvConfig):
+    """The solve prompt (`env.solve_prompt`): SkillRise's own for ALFWorld, WebShop and ScienceWorld
+    (`prompts.SkillRisePrompt`), TextRooms' family with the document section first (`trial.SolvePrompt`), or the
+    plain shared family (no document section)."""
+    from .prompts import SkillRisePrompt
+    from .trial import DOC_SLOT, SolvePrompt
+
+    if env.solve_prompt == "plain":
+        return make_base_prompt(env)
+    if env.name == "textrooms":
+        return SolvePrompt(make_base_prompt(env))
+    return SkillRisePrompt(env.name, env.history_length, DOC_SLOT)
+
+
+def make_env_factory(env: EnvConfig):
+    """The pool's environment constructor (ScienceWorld with the official action block under SkillRise prompts)."""
+    from .prompts import env_factory
+
+    return env_factory(env.name, env.env_kwargs, action_block=env.solve_prompt == "skillrise")

@@ -16,16 +16,21 @@ from agentrl_shared.report import collect_runs, load_runs, markdown_table, mean_
 logger = logging.getLogger(__name__)
 RUN_FILES = ("results.json", "eval_curve.jsonl", "config.json")
 METHOD_NAMES = {"untrained": "Untrained (skill carry)", "grpo": "GRPO (group 24 matched; 12 at CPU scale)",
-                "no_carry": "No carry", "reflect": "Reflection carry (LaMer-style)", "skillrise": "SkillRise"}  # fmt: skip
+                "gigpo": "GiGPO (group 24 matched; 12 at CPU scale)", "no_carry": "No carry",
+                "reflect": "No-carry training, LaMer reflect carry at validation", "skillrise": "SkillRise"}  # fmt: skip
 PAPER = "n/a (figure only)"
 HEADER = ["Env", "Model", "Method", "Metric", "Paper", "Ours (mean +- std, n seeds)", "commit"]
 
 
 def metric_rows(env: str, model: str, runs: dict[str, list[dict]], K: int) -> list[list[str]]:
-    """Repeat-mode cumulative pass@1..K and cross-mode per-position pass@1, one row per method and metric."""
+    """Repeat-mode cumulative pass@1..K and cross-mode per-position pass@1, one row per method and metric; WebShop and
+    ScienceWorld also the task score (official `task_score[pos]`). Per-task-type rates stay in the result files."""
     rows = []
     metrics = [("repeat", f"pass@{k}", f"repeat pass@{k} %") for k in range(1, K + 1)]
     metrics += [("cross", f"success_pos{p}", f"cross pass@1, task {p + 1} %") for p in range(K)]
+    if env.lower() in ("webshop", "scienceworld"):
+        metrics += [("repeat", f"task_score@{k}", f"repeat task score@{k} %") for k in range(1, K + 1)]
+        metrics += [("cross", f"task_score_pos{p}", f"cross task score, task {p + 1} %") for p in range(K)]
     for method, name in METHOD_NAMES.items():
         payloads = runs.get(method, [])
         commits = ", ".join(sorted({p["commit"] for p in payloads})) or "-"

@@ -7,17 +7,15 @@ Solve turns are credited with their own task's outcome, curate steps with the di
 
 import math
 from collections import Counter
-from functools import partial
 
 import torch
 
-from agentrl_shared.envs import make_env
 from agentrl_shared.envs.pool import EnvPool
 from agentrl_shared.rollout import Row, episode_counts, metrics_from_counts
 from agentrl_shared.trainer import MultiTurnGRPOTrainer, grpo_row_advantages, row_rewards
 
-from .config import EnvConfig, SkillRiseConfig, make_base_prompt
-from .credit import mean_centered_advantages, trial_returns
+from .config import EnvConfig, SkillRiseConfig, make_env_factory, make_solve_prompt
+from .credit import discounted_step_returns, gigpo_advantages, mean_centered_advantages, trial_returns
 from .losses import step_loss
 from .trial import Trial, TrialRunner, trial_record
 
@@ -39,6 +37,22 @@ def trial_row_returns(trials: list[Trial], reward_scale: float, gamma: float):
     return rows, returns, positions, roles, trial_ids
 
 
+def gigpo_row_inputs(trials: list[Trial], gamma: float) -> tuple[list[float], list[str]]:
+    """Per-row discounted step return and anchor observation (the raw observation the row acted on), in
+    `Trial.rows()` order, for the GiGPO baseline (core_gigpo.py `compute_step_discounted_returns`, the rollout's
+    `anchor` observations). Carry rows have none (GiGPO runs without a carry phase)."""
+    step_returns, anchors = [], []
+    for t in trials:
+        for p, ep in enumerate(t.episodes):
+            if ep is None:
+                continue
+            rewards = list(ep.env_rewards) + [0.0] * (len(ep.rows) - len(ep.env_rewards))  # a crashed last step: 0
+            step_returns += discounted_step_returns(rewards, gamma=gamma)
+            obs = t.observations[p]
+            anchors += [obs[k] if k < len(obs) else "" for k in range(len(ep.rows))]
+    return step_returns, anchors
+
+
 class SkillRiseTrainer(MultiTurnGRPOTrainer):
     """SkillRise: agentic RL for cross-task skill evolution (arXiv 2607.26784; official code Within-yao/SkillRise, read
     as imported by lyq1119/SkillRise-reproduction-and-refinement@79bbd91).
@@ -56,7 +70,8 @@ class SkillRiseTrainer(MultiTurnGRPOTrainer):
       official `skillrise_credit_assignment`), minus 0.5 on invalid rows (`row_rewards`); advantages by
       `credit.mean_centered_advantages` over keys (group, position, role) de-duplicated by trial (official
       `compute_skillrise_outcome_advantage`, mode `mean_norm`), curate rows scaled by `curate_loss_weight`;
-      `advantage_mode="grpo"` uses verl-agent row GRPO instead (`grpo_row_advantages`, the GRPO baseline).
+      `advantage_mode="grpo"` uses verl-agent row GRPO instead (`grpo_row_advantages`, the GRPO baseline),
+      `advantage_mode="gigpo"` GiGPO (`credit.gigpo_advantages`: episode group + w x anchor-state step advantage).
     - `_max_rows_per_item`: K * max_turns solve rows + (K - 1) curate rows per trial.
     - `_rollout_metrics`: `env/*` over every task played, `skillrise/*` per position and for curate rows, summed over
       all ranks.
@@ -91,7 +106,7 @@ class SkillRiseTrainer(MultiTurnGRPOTrainer):
         super().__init__(model, args, env_config, train_groups, processing_class, callbacks)
         # one pool for rollouts and evaluation chunks: one slot per trial of the rank
         self.pool = EnvPool(
-            partial(make_env, env_config.name, **env_config.env_kwargs),
+            make_env_factory(env_config),
             num_slots=self.episodes_per_rank,
             timeout=env_config.step_timeout,
             num_workers=env_config.num_workers,
@@ -101,9 +116,9 @@ class SkillRiseTrainer(MultiTurnGRPOTrainer):
     def make_runner(self, carry_mode: str) -> TrialRunner:
         env = self.env_config
         return TrialRunner(
-            self.pool, make_base_prompt(env), self.processing_class, env.name, env.max_turns, env.max_prompt_length,
+            self.pool, make_solve_prompt(env), self.processing_class, env.name, env.max_turns, env.max_prompt_length,
             carry_mode, self.args.skill_max_chars, env.curate_history, env.curate_prefix,
-            self.args.chat_template_kwargs,
+            self.args.chat_template_kwargs, env.prompt_overflow,
         )  # fmt: skip
 
     # --- hooks of MultiTurnGRPOTrainer ---
@@ -133,6 +148,12 @@ class SkillRiseTrainer(MultiTurnGRPOTrainer):
         advantages = torch.zeros_like(rewards)
         if idx and args.advantage_mode == "grpo":
             advantages[idx] = grpo_row_advantages(rewards[idx], torch.tensor([rows[i].group_id for i in idx]))
+        elif idx and args.advantage_mode == "gigpo":  # the GiGPO baseline: carry_mode=none, every row a solve row
+            step_returns, anchors = gigpo_row_inputs(trials, args.step_gamma)
+            advantages[idx] = gigpo_advantages(
+                rewards[idx], [step_returns[i] for i in idx], [(rows[i].group_id, positions[i]) for i in idx],
+                [anchors[i] for i in idx], step_advantage_w=args.step_advantage_w,
+            )  # fmt: skip
         elif idx:
             keys = [(rows[i].group_id, positions[i], roles[i]) for i in idx]
             advantages[idx] = mean_centered_advantages(rewards[idx], keys, [trial_ids[i] for i in idx],

@@ -11,8 +11,8 @@ row is flagged invalid (penalised by the trainer). Structure and parsing follow 
 imported from Within-yao/SkillRise); the wording is ours.
 
 Carry modes (official `carry_mode`): `skill` (SkillRise), `none` (K tasks back to back, empty document, no curate
-phase: the GRPO/no-carry baselines), `reflect` (LaMer-style: a reflection on the last attempt replaces the carried
-text). Task modes: `cross` (K different tasks of a family) and `repeat` (the same task K times; a trial that already
+phase: the GRPO/no-carry baselines), `reflect` (the LaMer baseline, a validation carry only: the trials that did not
+solve a task reflect on it in `<remark>` tags, and every reflection so far is carried). Task modes: `cross` (K different tasks of a family) and `repeat` (the same task K times; a trial that already
 won skips its later attempts, as the official loop keeps `is_done = is_won`).
 """
 
@@ -34,10 +34,11 @@ SKILL_HEADER = (
     "the current situation; ignore any that does not."
 )
 REFLECTION_HEADER = (
-    "## Reflection on Your Previous Attempt\n"
-    "You wrote this after your previous attempt. Use it where it applies to the current task."
+    "## Experience From Earlier Tasks\n"
+    "Earlier you attempted other tasks of the SAME family. This is what you learned from them. Apply it where it "
+    "helps; ignore whatever does not fit the current task."
 )
-EMPTY_REFLECTION = "(No reflection yet: this is the first attempt.)"
+EMPTY_REFLECTION = "(No earlier experience yet.)"
 CURATE_PROMPT = """You maintain a SKILL DOCUMENT for an agent that solves a family of related {env} tasks. You have \
 just watched one attempt. Revise the document so that the agent solves the LATER tasks of this family more reliably.
 
@@ -61,14 +62,17 @@ nearly unchanged.
 Headers that often fit (optional): ## When to use, ## Workflow, ## Pitfalls.
 
 Reason first, then give the FULL revised skill document inside <skill> </skill> tags."""
-REFLECT_PROMPT = """You just made one attempt at a {env} task and will try again.
+REFLECT_PROMPT = """You have just finished one task of a family of related {env} tasks. Reflect on the attempt and \
+draw TRANSFERABLE experience from it for the LATER, DIFFERENT tasks of this family.
 
-## Your Attempt (observations and your actions)
+## Most Recent Attempt (observations and your actions)
 {trajectory}
 Outcome of this attempt: {outcome}
 
-Reflect on what went wrong or right and write a short plan for the next attempt. Reason first, then give the \
-reflection inside <reflection> </reflection> tags."""
+- First reason step by step about what worked, what went wrong, and what carries over to other tasks of this \
+family (abstract away the concrete objects and places).
+- Then write concise guidance for the next task.
+- End with your reflection inside <remark> </remark> tags."""
 ENV_LABELS = {"alfworld": "ALFRED household", "webshop": "WebShop shopping", "scienceworld": "ScienceWorld",
               "textrooms": "TextRooms household"}  # fmt: skip
 
@@ -80,6 +84,13 @@ def parse_tagged(text: str, tag: str, max_chars: int) -> str | None:
     if start == -1 or end == -1 or end <= start:
         return None
     return text[start + len(tag) + 2 : end].strip()[:max_chars]
+
+
+def format_reflections(reflections: dict[int, str], task_type: str) -> str:
+    """All reflections of a trial so far, one entry per earlier position (official `_format_reflections`: each with
+    the task type and its outcome; only unsolved tasks reflect, so the outcome is a failure)."""
+    return "\n".join(f"- After an earlier task ({task_type}, outcome: FAILURE), you noted:\n{text.strip()}"
+                     for _, text in sorted(reflections.items()))  # fmt: skip
 
 
 def document_section(document: str, carry_mode: str) -> str:
@@ -159,6 +170,8 @@ class Trial:
     episodes: list[Episode | None] = field(default_factory=list)  # None: skipped (repeat mode, already won)
     carry_rows: dict[int, Row] = field(default_factory=dict)  # position p -> the curate/reflect row after task p
     documents: list[str] = field(default_factory=list)  # the document the solve prompt showed at each position
+    observations: list[list[str]] = field(default_factory=list)  # per position: initial + every step observation
+    reflections: dict[int, str] = field(default_factory=dict)  # reflect carry: position -> its reflection
 
     @property
     def K(self) -> int:
@@ -192,23 +205,27 @@ class TrialRunner:
 
     Args:
         pool (`EnvPool`): one slot per concurrent trial.
-        base_prompt: the environment's prompt family (`agentrl_shared.prompts`); wrapped in `SolvePrompt`.
+        prompt: the solve prompt (`config.make_solve_prompt`: `prompts.SkillRisePrompt`, `SolvePrompt`, or a plain
+            shared family); `DOC_SLOT` in its text is filled with the trial's document.
         tokenizer: the policy's tokenizer.
         env_name (`str`): names the task family in the curate prompt.
         max_turns (`int`): turn cap per task (SkillRise `env.max_turns`: 10 ALFWorld, 12 WebShop, 30 ScienceWorld).
-        max_prompt_length (`int`): prompts are left-truncated to this many tokens (counted).
+        max_prompt_length (`int`): the prompt budget in tokens.
         carry_mode (`str`): `skill`, `none` or `reflect`.
         skill_max_chars (`int`): cap of the parsed document (4000).
         curate_history (`int`): attempt steps shown to the curate prompt.
         curate_prefix (`str`): text prefilled after the assistant header of curate turns (`""` in the paper; the CPU
             scale prefills `<skill>` so that a 135M model writes a document at all).
         chat_template_kwargs (`dict`, *optional*): e.g. `{"enable_thinking": False}` for Qwen3.
+        prompt_overflow (`str`, *optional*, defaults to `"truncate"`): a longer prompt is left-truncated and counted
+            (`truncate`), or ends the run with a message naming `max_prompt_length` (`raise`, official ALFWorld and
+            ScienceWorld `data.truncation=error`).
     """
 
     def __init__(
         self,
         pool,
-        base_prompt,
+        prompt,
         tokenizer,
         env_name: str,
         max_turns: int,
@@ -218,6 +235,7 @@ class TrialRunner:
         curate_history: int = 30,
         curate_prefix: str = "",
         chat_template_kwargs: dict | None = None,
+        prompt_overflow: str = "truncate",
     ):
         if carry_mode not in CARRY_MODES:
             raise ValueError(f"Unknown carry_mode {carry_mode!r}; valid: {', '.join(CARRY_MODES)}.")
@@ -226,7 +244,7 @@ class TrialRunner:
         self.max_prompt_length, self.skill_max_chars = max_prompt_length, skill_max_chars
         self.curate_history, self.curate_prefix = curate_history, curate_prefix
         self.chat_template_kwargs = chat_template_kwargs or {}
-        self.prompt = SolvePrompt(base_prompt)
+        self.prompt, self.prompt_overflow = prompt, prompt_overflow
         self.collector = RolloutCollector(
             self.pool, self.prompt, tokenizer, max_turns, max_prompt_length, self.insert_document,
             self.chat_template_kwargs,
@@ -292,10 +310,12 @@ class TrialRunner:
                 tasks, [trials[i].group_id for i in playing], env_seeds, generate,
                 prompt_count, episode_offset=(trial_offset + len(trials) * p),
             )  # fmt: skip
+            self._check_overflow([r for ep in episodes for r in ep.rows])
             by_trial = dict(zip(playing, episodes, strict=True))
             observations = {i: self.pool.observations.get(k, []) for k, i in enumerate(playing)}
             for i, t in enumerate(trials):
                 ep = by_trial.get(i)
+                t.observations.append(observations.get(i, []))
                 if ep is not None:
                     for row in ep.rows:
                         row.role, row.episode_id = "play", t.trial_id
@@ -305,9 +325,25 @@ class TrialRunner:
             self._carry(trials, playing, by_trial, observations, documents, p, generate, prompt_count)
         return trials
 
+    def _check_overflow(self, rows: list[Row]) -> None:
+        if self.prompt_overflow == "raise" and any(r.prompt_truncated for r in rows):
+            longest = max(len(r.prompt_ids) for r in rows if r.prompt_truncated)
+            raise ValueError(
+                f"A {self.env_name} prompt is longer than env.max_prompt_length={self.max_prompt_length} tokens "
+                f"(cut to {longest}); the official run stops here too (data.truncation=error): raise "
+                "env.max_prompt_length, shorten env.history_length, or set env.prompt_overflow=truncate."
+            )
+
     def _carry(self, trials, playing, by_trial, observations, documents, p, generate, prompt_count) -> None:
-        """One curate (or reflect) generation for every trial that played position p; updates `documents`. The call
-        carries `prompt_count(len(playing))` prompts (dummies after this rank's own), none when no rank curates."""
+        """One curate (or reflect) generation per trial after position p; updates `documents`. `skill`: every trial
+        that played p curates. `reflect` (the LaMer baseline, official `carry_mode='reflect'`): only the trials that
+        did not solve task p reflect (the loop's `is_done = is_won`), the reflection is the last `<remark>` block (the
+        raw answer when there is none, flagged invalid) and all of a trial's reflections so far are carried
+        (`_format_reflections`). The call carries `prompt_count(n)` prompts for the rank's n carrying trials
+        (dummies after them), none when no rank carries."""
+        reflect = self.carry_mode == "reflect"
+        if reflect:
+            playing = [i for i in playing if not by_trial[i].won]
         n_prompts = prompt_count(len(playing))
         if n_prompts == 0:
             return
@@ -321,15 +357,23 @@ class TrialRunner:
             truncated.append(len(tok) > self.max_prompt_length)
         t0 = time.perf_counter()
         dummies = [[self.tokenizer.pad_token_id]] * (n_prompts - len(ids))
+        if self.prompt_overflow == "raise" and any(truncated):
+            raise ValueError(f"A {self.env_name} curate prompt is longer than env.max_prompt_length="
+                             f"{self.max_prompt_length} tokens: raise it, shorten env.curate_history, or set "
+                             "env.prompt_overflow=truncate.")  # fmt: skip
         completions, _ = generate(ids + dummies)  # the dummies' completions are dropped below
         self.timings["generate_s"] += time.perf_counter() - t0
-        tag = "reflection" if self.carry_mode == "reflect" else "skill"
         for k, i in enumerate(playing):
             completion_text = self.tokenizer.decode(completions[k], skip_special_tokens=True)
-            parsed = parse_tagged(self.curate_prefix + completion_text, tag, self.skill_max_chars)
-            if parsed is not None:  # on a parse failure the old document is kept (official env_manager)
-                documents[i] = parsed
             t = trials[i]
+            if reflect:
+                parsed = parse_tagged(self.curate_prefix + completion_text, "remark", self.skill_max_chars)
+                t.reflections[p] = parsed if parsed is not None else (self.curate_prefix + completion_text).strip()
+                documents[i] = format_reflections(t.reflections, str(t.tasks[p].get("task_type", "a task")))
+            else:
+                parsed = parse_tagged(self.curate_prefix + completion_text, "skill", self.skill_max_chars)
+                if parsed is not None:  # on a parse failure the old document is kept (official env_manager)
+                    documents[i] = parsed
             t.carry_rows[p] = Row(
                 prompt_ids=ids[k],
                 completion_ids=list(completions[k]),
@@ -347,6 +391,16 @@ class TrialRunner:
 
 
 # --- evaluation protocols (official `success_evaluator` of skillrise_sciworld/env_manager.py) ---
+def task_score(ep: Episode) -> float:
+    """An episode's task score in [0, 1] (official `info['task_score']`): WebShop's purchase score, ScienceWorld's
+    engine score / 100, else 1 on a win and 0 otherwise."""
+    if "task_score" in ep.info:
+        return float(ep.info["task_score"])
+    if "score" in ep.info:
+        return max(float(ep.info["score"]), 0.0) / 100.0
+    return float(ep.won)
+
+
 def trial_record(trial: Trial) -> dict:
     """What an evaluation log keeps of a trial (no token ids)."""
     return {
@@ -358,6 +412,8 @@ def trial_record(trial: Trial) -> dict:
         "played": [ep is not None for ep in trial.episodes],
         "failed": trial.failed,
         "turns": [0 if ep is None else len(ep.rows) for ep in trial.episodes],
+        "task_types": [str(t.get("task_type", "")) for t in trial.tasks],
+        "task_scores": [0.0 if ep is None else task_score(ep) for ep in trial.episodes],
         "curate_valid": [trial.carry_rows[p].is_action_valid for p in sorted(trial.carry_rows)],
         "documents": trial.documents,
         "actions": [[] if ep is None else [r.action for r in ep.rows] for ep in trial.episodes],
@@ -365,8 +421,11 @@ def trial_record(trial: Trial) -> dict:
 
 
 def summarize_trials(records: list[dict], mode: str, seeds: list[int]) -> dict:
-    """`repeat`: cumulative pass@k, k = 1..K (solved in any of the first k attempts of the same task).
-    `cross`: per-position pass@1 over non-padded positions, and their mean `success_rate`. Means over seeds."""
+    """`repeat`: cumulative pass@k, k = 1..K (solved in any of the first k attempts of the same task) and
+    `task_score@k` (the best task score of the first k attempts); `type/<task type>/pass@k` per task type.
+    `cross`: per-position pass@1 `success_pos<p>` and `task_score_pos<p>` over non-padded positions, their mean
+    `success_rate`, and `type/<task type>/success_pos<p>` (official `success_evaluator`: `success_rate[pos]`,
+    `task_score[pos]`, `<task_type>|success_rate[pos]`). Means over seeds (a task type over the seeds that have it)."""
     import statistics
 
     if not records:
@@ -376,15 +435,26 @@ def summarize_trials(records: list[dict], mode: str, seeds: list[int]) -> dict:
     for s in seeds:
         mine = [r for r in records if r["seed"] == s and not r["failed"]]
         values: dict[str, float] = {}
+        scores = [r.get("task_scores", [float(w) for w in r["won"]]) for r in mine]
+        types = [r.get("task_types", [r["family"]] * K) for r in mine]
         if mode == "repeat":
             for k in range(K):
                 values[f"pass@{k + 1}"] = sum(any(r["won"][: k + 1]) for r in mine) / max(len(mine), 1)
+                values[f"task_score@{k + 1}"] = sum(max(s[: k + 1]) for s in scores) / max(len(mine), 1)
+                for tt in sorted({ts[0] for ts in types}):
+                    rs = [r for r, ts in zip(mine, types, strict=True) if ts[0] == tt]
+                    values[f"type/{tt}/pass@{k + 1}"] = sum(any(r["won"][: k + 1]) for r in rs) / len(rs)
         else:
             all_won = []
             for p in range(K):
-                won = [r["won"][p] for r in mine if not r["padded"][p]]
+                kept = [j for j, r in enumerate(mine) if not r["padded"][p]]
+                won = [mine[j]["won"][p] for j in kept]
                 all_won += won
                 values[f"success_pos{p}"] = sum(won) / max(len(won), 1)
+                values[f"task_score_pos{p}"] = sum(scores[j][p] for j in kept) / max(len(kept), 1)
+                for tt in sorted({types[j][p] for j in kept}):
+                    of_type = [mine[j]["won"][p] for j in kept if types[j][p] == tt]
+                    values[f"type/{tt}/success_pos{p}"] = sum(of_type) / len(of_type)
             values["success_rate"] = sum(all_won) / max(len(all_won), 1)
         curate = [v for r in mine for v in r["curate_valid"]]
         if curate:
