@@ -222,11 +222,12 @@ def test_cli_train_eval_report_end_to_end(tmp_path):
     record = cli.run(["train", "--config", "smoke", "--output", str(runs), "max_steps=1", "data.num_eval=4"])
     assert record["row"] == "vad" and "procedural" in record["scores"]
     assert (runs / "smoke" / "vad_seed0" / "eval" / "procedural" / "rank0.jsonl").exists()
+    assert (runs / "smoke" / "vad_seed0" / "results.json").exists()
     base = cli.run(["eval", "--config", "smoke", "--output", str(runs), "data.num_eval=4"])
     assert base["row"] == "base" and 0.0 <= base["scores"]["procedural"] <= 100.0
     readme = tmp_path / "README.md"
     readme.write_text("# x\n<!-- results:start -->\n<!-- results:end -->\n")
-    table = cli.run(["report", str(runs), "--results", str(tmp_path / "results"), "--readme", str(readme)])
+    table = cli.run(["report", "--runs", str(runs), "--readme", str(readme)])  # results: next to the README
     assert (tmp_path / "results" / "smoke" / "vad_seed0.json").exists()
     assert "| Avg6 | Qwen/Qwen3.5-4B | vad | 78.32 (Tab. 1) | not run | - |" in table
     assert "| procedural | tiny-qwen25-vl (smoke) | vad |" in table and table in readme.read_text()
@@ -267,5 +268,5 @@ def test_report_reads_only_filed_run_records(tmp_path):
     (results / "gpu_check" / "seed0" / "arm_vad_seed0.json").write_text(json.dumps({"arm": "vad"}))
     readme = tmp_path / "README.md"
     readme.write_text("# x\n<!-- results:start -->\n<!-- results:end -->\n")
-    report([], results, readme)
+    report(readme)
     assert "| procedural | m (c) | vad | 50.00 +- 0.00 (n=1) |" in readme.read_text()

@@ -1,47 +1,66 @@
 """`vad train|eval|reproduce|report`: one table row per run, written under an output folder the user names.
 
-- `vad train --config NAME [--row ROW] [--output DIR] key=value ...`: train one row of the paper's tables (the row's
-  switches, then the overrides), evaluate the trained student, write `<DIR>/<config>/<row>_seed<s>/result.json`.
-- `vad eval --config NAME [--output DIR] key=value ...`: evaluate `model.name_or_path` (the `base` row, or a
-  checkpoint) with the configured back end; streaming and resumable.
-- `vad reproduce --scale cpu|paper [--config NAME] [--output DIR] key=value ...`: every row in `data.rows` x
-  `data.seeds` (finished runs are not redone).
-- `vad report [RUN_DIR ...] [--results DIR] [--readme FILE]`: copy finished runs' results into the results folder
-  and rebuild the README table from it. Only `report` writes committed files.
+- `vad train --config NAME [--method ROW] [--output DIR] key=value ...`: train one row of the paper's tables (the row's
+  switches, then the overrides; `run`, the default, is the config as it is), evaluate the trained student, write
+  `<DIR>/<config>/<row>_seed<s>/results.json`.
+- `vad eval --config NAME [--method LABEL] [--output DIR] key=value ...`: evaluate `model.name_or_path` (the `base`
+  row, or a checkpoint under the label given) with the configured back end; streaming and resumable.
+- `vad reproduce --scale cpu|paper [--seeds 0,1,2] [--config NAME] [--output DIR] key=value ...`: every row in
+  `data.rows` for every seed (finished runs are not redone).
+- `vad report [--runs DIR] [--readme FILE]`: copy finished runs' results into `<README folder>/results` and rebuild
+  the README table from it. Only `report` writes committed files.
 """
 
-import argparse
+from __future__ import annotations
+
 import json
 import logging
 import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agentrl_shared.offline import set_offline_env
 
 
 set_offline_env()  # before transformers / trl are imported
 
-from agentrl_shared.cli import LaunchFlags, add_launch_flags, launch, launch_flags, warn_launch_size  # noqa: E402
-from agentrl_shared.config import ConfigError, LaunchConfig, ModelConfig, load_config, to_dict  # noqa: E402
+# the command line needs none of TRL, transformers or torch: they load when a command runs (`vad --help` stays fast)
+from agentrl_shared.cli import (  # noqa: E402
+    LaunchFlags,
+    build_parser,
+    launch,
+    launch_flags,
+    method_switches,
+    parse_args,
+    run_command,
+    seeds_arg,
+    warn_launch_size,
+)
+from agentrl_shared.config import ConfigError, to_dict  # noqa: E402
 from agentrl_shared.models import model_path  # noqa: E402
 from agentrl_shared.provenance import git_commit  # noqa: E402
 
-from .config import EVAL_VIEWS, ROWS, DataConfig, VADConfig, row_label  # noqa: E402
-from .views import DataError  # noqa: E402
-from .warmstart import WARM_START  # noqa: E402
+from .rows import ROWS  # noqa: E402
 
+
+if TYPE_CHECKING:
+    from .config import DataConfig, VADConfig
 
 logger = logging.getLogger("vad")
-SECTIONS = {"trainer": VADConfig, "data": DataConfig, "model": ModelConfig, "launch": LaunchConfig}
+PACKAGE = "vad"
 SCALE_CONFIGS = {"cpu": "procedural_warm-tiny-qwen25vl_cpu", "paper": "visionopd_qwen3.5-4b_paper"}
 DEFAULT_OUTPUT = "runs/vad"
 TINY_VLM = "tiny-qwen25-vl"  # built offline by agentrl_shared.vlm
+RESULTS = "results.json"  # each run's record, in its folder
+# `train --method ROW`: the switches of each trained row of the paper's tables (`rows.ROWS`)
+METHODS = {row: [f"trainer.{k}={v}" for k, v in switches.items()] for row, switches in ROWS.items()
+           if switches is not None}  # fmt: skip
 
 
-class UsageError(Exception):
-    """A configuration or data problem: `main` prints its one-line message and exits with status 2."""
+class UsageError(ConfigError):
+    """A configuration or data problem found by a command: `main` prints its one-line message and exits with 1."""
 
 
 def setup_logging() -> None:
@@ -58,16 +77,22 @@ def data_root() -> Path:
     return Path(os.environ.get("AGENTRL_DATA", "../shared/data")) / "vad"
 
 
-def load(config: str, overrides: list[str], row: str | None = None) -> dict:
-    """Load `config`, apply the row's switches (`ROWS`), then the command-line overrides."""
+def sections() -> dict:
+    from agentrl_shared.config import LaunchConfig, ModelConfig
+
+    from .config import DataConfig, VADConfig
+
+    return {"trainer": VADConfig, "data": DataConfig, "model": ModelConfig, "launch": LaunchConfig}
+
+
+def load(config: str, overrides: list[str], method: str = "run") -> dict:
+    """Load `config`, apply the switches of the row `method` (`METHODS`; `run`: none), then the overrides."""
+    from agentrl_shared.config import load_config
+
+    switches = method_switches(METHODS, method)
     try:
-        resolved = load_config(config, overrides, SECTIONS, "vad")
-        if row is not None:
-            if row not in ROWS or ROWS[row] is None:
-                raise ValueError(f"Unknown trained row {row!r}; valid: {', '.join(k for k, v in ROWS.items() if v)}.")
-            switches = [f"trainer.{k}={v}" for k, v in ROWS[row].items()]
-            resolved = load_config(config, [*switches, *overrides], SECTIONS, "vad")
-    except (ConfigError, ValueError) as err:
+        resolved = load_config(config, [*switches, *overrides], sections(), PACKAGE)
+    except ValueError as err:
         raise UsageError(str(err)) from err
     resolved["_name"] = config
     return resolved
@@ -77,10 +102,11 @@ def resolve_model(cfg: dict) -> str:
     """`model.name_or_path` as a local path: `vad-warm-start` builds (once) the warm start for the data config's
     procedural task and the run's seed `trainer.seed` (`warmstart.warm_start`: its own random init and pre-training
     questions per seed); other names go through `agentrl_shared.models.model_path`."""
+    from .warmstart import WARM_START, warm_start
+
     name = cfg["model"].name_or_path
     if name != WARM_START:
         return model_path(name)
-    from .warmstart import warm_start
 
     data: DataConfig = cfg["data"]
     return str(warm_start(image_size=data.image_size, detail_size=data.detail_size, cell=data.cell,
@@ -128,6 +154,7 @@ def procedural_items(data: DataConfig, root: Path, view: str = "full"):
     import random
 
     from .benchmarks import EvalItem
+    from .config import EVAL_VIEWS
     from .views import format_question, low_contrast, make_views, procedural_sample
 
     rng = random.Random(10_000 + data.seed)
@@ -147,6 +174,7 @@ def evaluate(cfg: dict, out: Path, generate, rank: int = 0, world: int = 1, barr
     """Evaluate with `generate` on the procedural panel (cpu) or the benchmarks; rank 0 returns the scores."""
     from . import evaluation
     from .benchmarks import folder
+    from .config import EVAL_VIEWS
 
     data: DataConfig = cfg["data"]
     judge = None
@@ -280,18 +308,35 @@ def check_judge(data: DataConfig) -> None:
         )
 
 
+def check_resumable(args: VADConfig) -> None:
+    """With `teacher_ema`, the checkpoint a run resumes from must hold the EMA teacher (`VADTrainer.load_teacher`)."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    from .trainer import TEACHER_EMA_FILE
+
+    last = get_last_checkpoint(args.output_dir) if Path(args.output_dir).is_dir() else None
+    if args.teacher_ema is not None and last is not None and not (Path(last) / TEACHER_EMA_FILE).exists():
+        raise UsageError(
+            f"{last} has no {TEACHER_EMA_FILE} (the EMA teacher of teacher_ema={args.teacher_ema}), so the run "
+            f"cannot resume with its teacher: delete {args.output_dir} to rerun the row from the start."
+        )
+
+
 def train(cfg: dict, output: str, callbacks: list | None = None) -> dict:
-    """Train one row, evaluate the trained student, write `result.json` (rank 0); returns the record (or {}).
+    """Train one row, evaluate the trained student, write `results.json` (rank 0); returns the record (or {}).
 
     The run is filed under the row its switches define (`config.row_label`), whatever asked for it. `callbacks`:
     extra `transformers.TrainerCallback`s (e.g. `vad.gpu_check`'s time budget).
     """
+    from .config import row_label
+
     args: VADConfig = cfg["trainer"]
     check_eval_world(cfg, int(os.environ.get("WORLD_SIZE", "1")))  # before any model loads
     check_judge(cfg["data"])
     row = row_label(args, cfg["data"].minus_framing)
     out = run_dir(output, cfg, row)
     args.output_dir = str(out / "trainer")
+    check_resumable(args)
     trainer = build_trainer(cfg)
     warn_launch_size(cfg, trainer)
     for callback in callbacks or []:
@@ -313,7 +358,7 @@ def train(cfg: dict, output: str, callbacks: list | None = None) -> dict:
         return {}
     record = result_record(cfg, row, scores, train_seconds=round(train_s, 1), steps=trainer.state.global_step,
                            log_history=trainer.state.log_history)  # fmt: skip
-    write_json(out / "result.json", record)
+    write_json(out / RESULTS, record)
     logger.info("%s seed %d: %s", row, args.seed, json.dumps(scores["scores"]))
     return record
 
@@ -325,7 +370,7 @@ def eval_base(cfg: dict, output: str, row: str = "base") -> dict:
     write_json(out / "config.json", to_dict({k: v for k, v in cfg.items() if k != "_name"}))
     scores = evaluate(cfg, out / "eval", generator_for(cfg))
     record = result_record(cfg, row, scores)
-    write_json(out / "result.json", record)
+    write_json(out / RESULTS, record)
     logger.info("%s: %s", row, json.dumps(scores["scores"]))
     return record
 
@@ -345,15 +390,22 @@ def check_paper_scale(cfg: dict) -> None:
 
 
 def reproduce(
-    scale: str, config: str | None, output: str, overrides: list[str], flags: LaunchFlags = LaunchFlags()
+    scale: str,
+    seeds: list[int],
+    config: str | None,
+    output: str,
+    overrides: list[str],
+    flags: LaunchFlags = LaunchFlags(),
 ) -> list[dict]:
-    """Every row of `data.rows` for every seed of `data.seeds`; a run whose `result.json` exists is not redone (an
+    """Every row of `data.rows` for every seed of `seeds`; a run whose `results.json` exists is not redone (an
     unfinished trained row goes on from its last checkpoint: `train` resumes).
 
     cpu: in this process. paper: each trained row in its own `accelerate launch` (ZeRO-3) on the config's processes
     (`launch:`), so every row starts from fresh GPU memory; the `base` row is evaluated in this process.
     `flags.dry_run` prints the launch commands and runs nothing (no GPU or data check, no evaluation).
     """
+    from .config import row_label
+
     config = config or SCALE_CONFIGS[scale]
     # a dry run plans on any machine: the paper trainer section asks for bf16 GPUs, so it is read on the CPU
     plan = [*overrides, "trainer.use_cpu=true"] if flags.dry_run else overrides
@@ -364,89 +416,76 @@ def reproduce(
         check_paper_scale(cfg)
         check_judge(cfg["data"])
     records = []
-    for seed in cfg["data"].seeds:
+    for seed in seeds:
         for row in cfg["data"].rows:
-            run = load(config, [*plan, f"trainer.seed={seed}"], None if ROWS[row] is None else row)
-            label = row if ROWS[row] is None else row_label(run["trainer"], run["data"].minus_framing)
-            done = run_dir(output, run, label) / "result.json"
+            trained = ROWS[row] is not None
+            run = load(config, [*plan, f"trainer.seed={seed}"], row if trained else "run")
+            label = row_label(run["trainer"], run["data"].minus_framing) if trained else row
+            done = run_dir(output, run, label) / RESULTS
             if done.exists():
                 logger.info("%s seed %d: finished earlier (%s), not redone", row, seed, done)
                 records.append(json.loads(done.read_text()))
-            elif ROWS[row] is None and flags.dry_run:
+            elif not trained and flags.dry_run:
                 print(f"# {row} seed {seed}: evaluated in this process (`vad eval --config {config}`), no launch")
-            elif ROWS[row] is None:
+            elif not trained:
                 records.append(eval_base(run, output, row))
             elif scale == "cpu":
                 records.append(train(run, output))
             else:
-                train_args = ["--config", config, "--row", row, "--output", output, f"trainer.seed={seed}", *overrides]
-                launch("vad", run["launch"], train_args, flags)
+                train_args = ["--config", config, "--method", row, "--output", output, f"trainer.seed={seed}",
+                              *overrides]  # fmt: skip
+                launch(PACKAGE, run["launch"], train_args, flags)
                 if not flags.dry_run:
                     records.append(json.loads(done.read_text()))
+    logger.info("reproduce: runs are in %s; `vad report --runs %s` files them and rebuilds vad/README.md", output,
+                output)  # fmt: skip
     return records
 
 
 # --------------------------------------------------------------------------------------------------- entry
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="vad", description=__doc__.split("\n\n")[0])
-    sub = p.add_subparsers(dest="command", required=True)
-
-    def common(q, config_help):
-        q.add_argument("--config", default=None, help=config_help)
-        q.add_argument(
-            "--output", default=DEFAULT_OUTPUT, help=f"folder for runs (default {DEFAULT_OUTPUT}, git-ignored)"
-        )
-        q.add_argument("overrides", nargs="*", help="section.key=value or key=value (e.g. trainer.learning_rate=1e-5)")
-
-    q = sub.add_parser("train", help="train one table row, then evaluate it")
-    common(q, "config in vad/configs (name without .yaml) or a YAML path; default smoke")
-    q.add_argument("--row", choices=[k for k, v in ROWS.items() if v is not None], default=None,
-                   help="apply this row's switches before the overrides (default: the row the config defines)")  # fmt: skip
-    q = sub.add_parser("eval", help="evaluate model.name_or_path as is (the base row, or a checkpoint)")
-    common(q, "config in vad/configs or a YAML path; default smoke")
-    q.add_argument("--row", default="base", help="row name the result is filed under (default base)")
-    q = sub.add_parser("reproduce", help="every row in data.rows x data.seeds of one scale")
-    common(q, f"default: {SCALE_CONFIGS['cpu']} (cpu) / {SCALE_CONFIGS['paper']} (paper)")
-    q.add_argument("--scale", choices=sorted(SCALE_CONFIGS), default="cpu",
-                   help="cpu: tiny VLM on procedural data, minutes; paper: GPU node, Vision-OPD-6K + 10 benchmarks")  # fmt: skip
-    add_launch_flags(q)
-    q = sub.add_parser("report", help="file finished runs' results under --results and rebuild the README table")
-    q.add_argument("runs", nargs="*", help="run folders to take result.json files from (searched recursively)")
-    q.add_argument("--results", default="vad/results", help="committed results folder (default vad/results)")
-    q.add_argument("--readme", default="vad/README.md", help="README whose results block is rewritten")
-    return p
+def parser():
+    """`vad train|eval|reproduce|report` with the flags every trainer package's command line has
+    (`agentrl_shared.cli.build_parser`), plus `reproduce --config`."""
+    p, subs = build_parser(PACKAGE, __doc__, "smoke", list(METHODS))
+    subs["eval"].set_defaults(method="base")
+    subs["eval"].description = "evaluate model.name_or_path as is; --method: the row it is filed under (default base)"
+    subs["reproduce"].add_argument(
+        "--config", default=None,
+        help=f"default: {SCALE_CONFIGS['cpu']} (cpu) / {SCALE_CONFIGS['paper']} (paper); any config of vad/configs",
+    )  # fmt: skip
+    return p, subs
 
 
-def run(argv: list[str] | None = None):
+def run(argv: list[str]):
     """`main` without the exit-code handling (in-process tests): returns what the command produced."""
-    p = parser()
-    ns, rest = p.parse_known_args(argv)  # overrides may sit before, between or after the options
-    unknown = [r for r in rest if r.startswith("-") or "=" not in r]
-    if unknown or (rest and ns.command == "report"):
-        p.error(f"unrecognized arguments: {' '.join(unknown or rest)}")
-    if ns.command != "report":
-        ns.overrides = [*ns.overrides, *rest]
+    p, subs = parser()
+    ns = parse_args(p, subs, argv)
     if ns.command == "report":
         from .report import report
 
-        return report([Path(r) for r in ns.runs], Path(ns.results), Path(ns.readme))
+        return report(ns.readme, ns.runs)
     if ns.command == "reproduce":
-        return reproduce(ns.scale, ns.config, ns.output, ns.overrides, launch_flags(ns))
-    cfg = load(ns.config or "smoke", ns.overrides, ns.row if ns.command == "train" else None)
+        return reproduce(ns.scale, seeds_arg(ns.seeds), ns.config, str(ns.output), ns.overrides, launch_flags(ns))
     if ns.command == "train":
-        return train(cfg, ns.output)
-    return eval_base(cfg, ns.output, ns.row)
+        return train(load(ns.config, ns.overrides, ns.method), str(ns.output))
+    return eval_base(load(ns.config, ns.overrides), str(ns.output), ns.method)
 
 
 def main(argv: list[str] | None = None) -> None:
     setup_logging()
-    try:
-        run(argv if argv is not None else sys.argv[1:])
-    except (UsageError, DataError, ConfigError) as err:
-        logger.error("%s", err)
-        sys.exit(2)
+    argv = sys.argv[1:] if argv is None else argv
+
+    def command():
+        from .views import DataError
+
+        try:
+            run(argv)
+        except DataError as err:
+            raise UsageError(str(err)) from err
+
+    run_command(PACKAGE, command)
 
 
 if __name__ == "__main__":

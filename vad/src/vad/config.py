@@ -12,6 +12,7 @@ from trl import GRPOConfig
 from .benchmarks import BENCHMARKS
 from .evaluation import NO_THINKING
 from .losses import BRANCH_WEIGHTS, DIVERGENCES, Q_TAILS, TARGETS
+from .rows import ROWS
 from .views import COLOURS, MINUS_FRAMINGS
 
 
@@ -19,25 +20,6 @@ TRAINER_TARGETS = (*TARGETS, "grpo")  # "grpo": the reward-based RL baseline (pa
 DATASETS = ("procedural", "vision_opd")
 EVAL_BACKENDS = ("hf", "openai", "vllm")
 EVAL_VIEWS = {"full": "procedural", "plus": "procedural_x+", "minus": "procedural_x-"}  # view -> score name
-# Every row of the paper's tables as the trainer switches that define it (Tab. 1 main, Tab. 2 target ablation at 4B,
-# Tab. 3 held-out, Tab. 4 divergence). `base` is the untrained model (evaluation only). `direct_fkl` (no paper row)
-# is `direct` with the forward KL of the `vad_fkl` row: the CPU learning check's pair (README Deviation 11).
-# `vision_opd` is `direct` with Vision-OPD's EMA teacher (VisionOPD/Vision-OPD @ c2e345f `scripts/run_vision_opd.sh`:
-# `teacher_regularization=ema`, `teacher_update_rate=0.05`), the paper's Vision-OPD baseline (Tab. 3).
-ROWS = {
-    "base": None,
-    "vad": {},
-    "vad_noreg": {"reg_weight": 0.0},
-    "direct": {"target": "direct", "reg_weight": 0.0},
-    "direct_fkl": {"target": "direct", "reg_weight": 0.0, "divergence": "fkl"},
-    "scalar": {"target": "scalar", "reg_weight": 0.0},
-    "one_sided": {"target": "one_sided", "reg_weight": 0.0},
-    "one_sided_reg": {"target": "one_sided"},
-    "vad_fkl": {"divergence": "fkl"},
-    "vad_rkl": {"divergence": "rkl"},
-    "grpo": {"target": "grpo"},
-    "vision_opd": {"target": "direct", "reg_weight": 0.0, "teacher_ema": 0.05},
-}
 
 
 @dataclass
@@ -240,7 +222,6 @@ class DataConfig:
         judge_base_url (`str` or `None`): OpenAI-compatible judge for answers the rules reject (3 attempts, then "No");
             None = rules only (the report marks such results rule-scored).
         judge_model (`str`): judge model name. Paper: openai/gpt-oss-120b.
-        seeds (`list[int]`): training seeds run by `vad reproduce`.
         rows (`list[str]`): table rows `vad reproduce` produces (`ROWS`).
     """
 
@@ -271,7 +252,6 @@ class DataConfig:
     eval_seed: int = 42
     judge_base_url: str | None = None
     judge_model: str = "openai/gpt-oss-120b"
-    seeds: list[int] = field(default_factory=lambda: [0])
     rows: list[str] = field(default_factory=lambda: ["base", "vad", "direct"])
 
     def __post_init__(self):

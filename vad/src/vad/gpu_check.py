@@ -285,7 +285,7 @@ def stage_signal(out: Path, device: str, quick: bool, clock: Clock, seed: int = 
                 del student
             else:
                 cfg = cli.load(CPU_CONFIG, [*overrides, f"model.name_or_path={warm}",
-                                            f"trainer.learning_rate={plan['rl_lr']}"], row=arm)  # fmt: skip
+                                            f"trainer.learning_rate={plan['rl_lr']}"], method=arm)  # fmt: skip
                 result = cli.train(cfg, str(runs), callbacks=[Deadline(started + share)])
                 logs = [h for h in result["log_history"] if "vad/vis_loss" in h]
                 record = {"arm": arm, "steps": result["steps"], "learning_rate": plan["rl_lr"],

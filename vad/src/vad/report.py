@@ -25,16 +25,15 @@ def paper_rows() -> list[dict]:
     return json.loads((importlib.resources.files("vad") / "paper_results.json").read_text())["rows"]
 
 
-def file_runs(runs: list[Path], results: Path) -> int:
-    """Copy each `result.json` under `runs` to `results/<config>/<row>_seed<s>.json`; returns how many."""
+def file_runs(runs: Path, results: Path) -> int:
+    """Copy each run's `results.json` under `runs` to `results/<config>/<row>_seed<s>.json`; returns how many."""
     count = 0
-    for run in runs:
-        for path in sorted(run.rglob("result.json")):
-            rec = json.loads(path.read_text())
-            dest = results / rec["config"] / f"{rec['row']}_seed{rec['seed']}.json"
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(path, dest)
-            count += 1
+    for path in sorted(runs.rglob("results.json")):
+        rec = json.loads(path.read_text())
+        dest = results / rec["config"] / f"{rec['row']}_seed{rec['seed']}.json"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, dest)
+        count += 1
     return count
 
 
@@ -66,9 +65,11 @@ def _signal(recs: list[dict], key: str) -> str:
     return f"{statistics.fmean(firsts):.3g} -> {statistics.fmean(lasts):.3g}" if firsts else "-"
 
 
-def report(runs: list[Path], results: Path, readme: Path) -> str:
-    """File `runs` into `results`, rebuild the README block `results` and `results/<config>/curves.png`."""
-    filed = file_runs(runs, results)
+def report(readme: Path, runs: Path | None = None) -> str:
+    """File the finished runs under `runs` (if given) into `<README folder>/results`, rebuild the README block
+    `results` and `results/<config>/curves.png`."""
+    results = readme.parent / "results"
+    filed = file_runs(runs, results) if runs is not None else 0
     # only the filed run records (`<config>/<row>_seed<s>.json`; other folders such as gpu_check/ hold other files)
     records = [json.loads(p.read_text()) for p in sorted(results.glob("*/*_seed*.json"))]
     logger.info("filed %d run(s); %d result file(s) under %s", filed, len(records), results)
