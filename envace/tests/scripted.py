@@ -47,11 +47,10 @@ class ScriptedPolicy:
         if "RL model's latest response:" in prompt:
             self.calls["simulator"] += 1
             name = re.search(r"- name: (\S+)", prompt).group(1)
-            args = re.search(r"parsed from the caller's tool_call\):\n(.*?)(?:\n\n/think|$)", prompt, re.DOTALL).group(
-                1
-            )
+            args = re.search(r"parsed from caller's tool_call\):\n(.*?)(?:\n\n/think|$)", prompt, re.DOTALL).group(1)
             # copy the ground-truth few-shot result of the same call from the prompt, as the rehearsal role should
-            shots = re.findall(r"Tool name:\n(\S+)\nTool arguments:\n(.*?)\nTool execution result:\n(.*?)\n", prompt)
+            shots = re.findall(r"Tool name:\n(\S+)\nTool arguments:\n(.*?)\nTool execution result:\n(.*?)\n\n"
+                               r"(?=Tool name:|Current conversation history:)", prompt, re.DOTALL)  # fmt: skip
             want = json.loads(args)
             resp = next((json.loads(r) for n, a, r in shots if n == name and json.loads(a) == want), None)
             if resp is None:

@@ -59,3 +59,11 @@ def test_random_against_naive_loop():
 def test_length_mismatch_is_an_error():
     with pytest.raises(ValueError, match="differ"):
         rolewise_advantages(torch.zeros(3), [0, 0], ["caller"] * 3)
+
+
+def test_empty_generations_are_penalised_before_the_advantages():
+    from envace.advantages import penalised_row_rewards
+
+    rewards = penalised_row_rewards([1.0, 1.0, 0.5, 0.5], ["<tool_call>x</tool_call>", "", "  \n", "ok"], 0.1)
+    assert rewards.tolist() == pytest.approx([1.0, 0.9, 0.4, 0.5])
+    assert penalised_row_rewards([1.0], [""], 0.0).tolist() == [1.0]  # the switch off

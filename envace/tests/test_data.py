@@ -245,3 +245,19 @@ def test_tool_world_validates_like_the_rehearsal_contract():
     assert world.execute("get_weather", {"city": "Atlantis"})["found"] is False  # a real answer, not an error
     r = world.execute("convert_currency", {"amount": 10, "from_currency": "USD", "to_currency": "USD"})
     assert r["converted"] == 10.0 and r["rate"] == 1.0
+
+
+def test_tasks_whose_first_prompt_is_over_the_cap_are_dropped():
+    """Official `filter_overlong_prompts`: the first prompt (system, first user message, tools, generation prompt)
+    must fit in data.max_prompt_length - 500 = 3500 tokens."""
+    from transformers import AutoTokenizer
+
+    from agentrl_shared.models import tiny_qwen3
+    from envace.data import filter_long_prompts
+
+    tok = AutoTokenizer.from_pretrained(tiny_qwen3())
+    short, long = generate_tasks(2, seed=4)
+    long = {**long, "user_turns": ["weather " * 4000, *long["user_turns"][1:]]}
+    kept, dropped = filter_long_prompts([short, long], tok, 3500, {"enable_thinking": True})
+    assert kept == [short] and dropped == 1
+    assert filter_long_prompts([short, long], tok, 0) == ([short, long], 0)  # the switch off

@@ -74,8 +74,8 @@ def test_rollout_trains_every_row_once_in_one_step(tmp_path, monkeypatch):
     expected = sorted((tuple(r.prompt_ids), tuple(r.completion_ids)) for r in rows)
     assert sorted(real_rows(micro_batches)) == expected  # every row once, no duplicates, none dropped
     tokens = sum(len(r.completion_ids) for r in rows)
-    for b in micro_batches:  # the step's real tokens (1 rank)
-        assert b["token_normalizer"].item() == tokens
+    for b in micro_batches:  # the step's real tokens and rows (1 rank)
+        assert b["token_normalizer"].item() == tokens and b["row_normalizer"].item() == len(rows)
     assert torch.cat([b["advantages"] for b in micro_batches]).abs().sum() > 0  # rewards varied within groups
     logged = trainer._metrics["train"]
     assert logged["rollout/rows"] == [float(len(rows))] and logged["env/num_episodes"] == [4.0]
@@ -89,7 +89,7 @@ def test_loss_is_the_steps_token_sum_over_its_token_count(tmp_path, monkeypatch,
     """At theta_old = theta the PPO-clip per-token loss is -A, so the micro-batch loss must be
     -sum_rows A_row * tokens_row / step_tokens whatever TRL's generation-batch bookkeeping (steps_per_generation,
     gradient accumulation) and its clamp of `num_items_in_batch` at 1 (last case: 2 tokens * 1 / 4 < 1)."""
-    trainer, *_ = build(tmp_path, monkeypatch)
+    trainer, *_ = build(tmp_path, monkeypatch, "trainer.loss_type=dapo")
     trainer.args.steps_per_generation, trainer.current_gradient_accumulation_steps = steps_per_generation, accumulation
     batch = {
         "prompt_ids": torch.tensor([[5, 6, 7], [0, 8, 9]]),
@@ -101,6 +101,67 @@ def test_loss_is_the_steps_token_sum_over_its_token_count(tmp_path, monkeypatch,
     }
     loss = trainer._compute_loss(trainer.model, batch)
     assert loss.item() == pytest.approx(-(0.5 * 4 - 2.0 * 2) / step_tokens, rel=1e-6)
+
+
+def naive_step_loss(trainer, rows: list[tuple], loss_type: str) -> torch.Tensor:
+    """The step's loss computed row by row, each row alone (no padding), from the trainer's per-token log-probs:
+    each row's PPO-clip terms -min(c1_t A, c2_t A) (c1 = min(r_t, delta), c2 = clip(r_t, 1 - eps, 1 + eps_high),
+    r_t = exp(l_t - sg(l_t))); `grpo`: a row's token mean, then the mean over the rows (verl token-mean over one-row
+    micro-batches); `dapo`: the sum over all tokens / their count."""
+    args, terms = trainer.args, []
+    for prompt, completion, adv in rows:
+        p, c = torch.tensor([prompt]), torch.tensor([completion])
+        logp = trainer._logps(trainer.model, p, torch.ones_like(p), c, torch.ones_like(c))[0]  # (T,)
+        ratio = torch.exp(logp - logp.detach())
+        c1 = torch.clamp(ratio, max=args.delta)
+        c2 = torch.clamp(ratio, 1 - args.epsilon, 1 + args.epsilon_high)
+        terms.append(-torch.minimum(c1 * adv, c2 * adv))  # (T,)
+    if loss_type == "grpo":
+        return sum(t.mean() for t in terms) / len(terms)
+    return sum(t.sum() for t in terms) / sum(len(t) for t in terms)
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "dapo"])
+@pytest.mark.parametrize("rows_per_forward", [1, 2])
+def test_rows_of_5_and_500_tokens_weigh_as_the_official_loss(tmp_path, monkeypatch, loss_type, rows_per_forward):
+    """A step of two rows whose completions have 5 and 500 tokens, in one forward or in two (gradient accumulation).
+    At theta_old = theta the PPO-clip term is -A per token, so the step's loss with A = one-hot(row) is minus that
+    row's weight: `grpo` (official) gives both rows 1/2, `dapo` 5/505 and 500/505, to 1e-6. The gradient with
+    A = (1, -0.5) matches the naive row-by-row loss to 1e-6 with one row per forward (float32 padding noise, 2e-5
+    relative, with both rows in one forward)."""
+    from agentrl_shared.batch import rows_to_batch
+
+    trainer, *_ = build(tmp_path, monkeypatch, f"trainer.loss_type={loss_type}")
+    g = torch.Generator().manual_seed(0)
+    prompt = [9707, 11, 1879]
+    completions = [torch.randint(0, 5000, (n,), generator=g).tolist() for n in (5, 500)]
+
+    def step_loss(advantages):
+        groups = [[0, 1]] if rows_per_forward == 2 else [[0], [1]]
+        trainer.current_gradient_accumulation_steps = len(groups)
+        total = 0.0
+        for index in groups:
+            batch, _ = rows_to_batch([prompt] * len(index), [completions[i] for i in index], [True] * len(index),
+                                     [advantages[i] for i in index], trainer.processing_class.pad_token_id)  # fmt: skip
+            batch |= {"token_normalizer": torch.tensor(505.0), "row_normalizer": torch.tensor(2.0)}  # 1 rank
+            total = total + trainer._compute_loss(trainer.model, batch)
+        return total
+
+    with torch.no_grad():
+        weights = [-step_loss([1.0, 0.0]).item(), -step_loss([0.0, 1.0]).item()]
+    expected = [0.5, 0.5] if loss_type == "grpo" else [5 / 505, 500 / 505]
+    assert weights == pytest.approx(expected, abs=1e-6)
+
+    params = [p for p in trainer.model.parameters() if p.requires_grad]
+    ours = torch.autograd.grad(step_loss([1.0, -0.5]), params, allow_unused=True)
+    naive = naive_step_loss(trainer, [(prompt, c, a) for c, a in zip(completions, [1.0, -0.5], strict=True)],
+                            loss_type)  # fmt: skip
+    reference = torch.autograd.grad(naive, params, allow_unused=True)
+    worst = max((a - b).abs().max().item() for a, b in zip(ours, reference, strict=True) if a is not None)
+    scale = max(a.abs().max().item() for a in reference if a is not None)
+    # one row per forward (verl's ppo_micro_batch_size_per_gpu=1): the same arithmetic as the naive loop; two rows
+    # in one forward: the 5-token row is padded to 500, which changes float32 summation orders (~1e-5 relative)
+    assert scale > 1e-4 and worst < (1e-6 if rows_per_forward == 1 else 2e-5 * scale)
 
 
 def test_no_share_trains_the_rehearsal_model_on_rehearsal_rows_only(tmp_path, monkeypatch):
@@ -177,3 +238,28 @@ def test_no_share_refuses_deepspeed(tmp_path, monkeypatch):
     trainer.is_deepspeed_enabled = True
     with pytest.raises(ValueError, match="model_sharing=false"):
         trainer._init_simulator(model_path("tiny-qwen3"))
+
+
+def test_eval_top_p_override_restores_the_training_setting():
+    from types import SimpleNamespace
+
+    from transformers import GenerationConfig
+
+    from envace.trainer import top_p_override
+
+    trainer = SimpleNamespace(use_vllm=False, generation_config=GenerationConfig(do_sample=True, top_p=1.0))
+    with top_p_override(trainer, 0.95):
+        assert trainer.generation_config.top_p == 0.95
+    assert trainer.generation_config.top_p == 1.0
+    trainer = SimpleNamespace(use_vllm=True, vllm_generation=SimpleNamespace(top_p=1.0))
+    with top_p_override(trainer, 0.95):
+        assert trainer.vllm_generation.top_p == 0.95
+    assert trainer.vllm_generation.top_p == 1.0
+
+
+def test_frozen_caller_takes_no_update(tmp_path, monkeypatch):
+    """CALLER_MODE=frozen (no-share): the policy's learning rate is 0 in every rollout, the rehearsal model's not."""
+    trainer, *_ = build(tmp_path, monkeypatch, "trainer.model_sharing=false", "trainer.caller_mode=frozen")
+    trainer._set_rollout_lr(0)
+    assert [g["lr"] for g in trainer.optimizer.param_groups] == [0.0] * len(trainer.optimizer.param_groups)
+    assert all(g["lr"] == trainer.args.learning_rate for g in trainer.simulator_optimizer.param_groups)

@@ -23,7 +23,7 @@ PROJECT = REPO / "envace" / "bfcl"
 def test_vitabench_cli_runs_the_harness_against_the_served_model(tmp_path):
     harness = "--harness-args=--users U_SAMPLE_02 --max-steps 4 --judge-retries 1 --concurrency 1 --timeout 300"
     cli.main(["eval", "--benchmark", "vitabench", "--output", str(tmp_path), "--max-new-tokens", "8", harness,
-              "model.name_or_path=tiny-qwen3"])  # fmt: skip
+              "--user-is-policy", "model.name_or_path=tiny-qwen3"])  # fmt: skip
     payload = json.loads((tmp_path / "benchmarks" / "results.json").read_text())
     assert payload["benchmark"] == "vitabench" and payload["commit"]
     assert "vitabench2 run --agent openai:policy@http://127.0.0.1:" in payload["harness_command"]
@@ -33,6 +33,18 @@ def test_vitabench_cli_runs_the_harness_against_the_served_model(tmp_path):
     assert agent["calls"] >= 2 and agent["completion_tokens"] <= 8 * agent["calls"]  # the served tiny Qwen3, capped
     records = (tmp_path / "benchmarks" / "vitabench" / "results.jsonl").read_text().splitlines()
     assert {json.loads(r)["user_id"] for r in records} == {"U_SAMPLE_02"}
+
+
+@pytest.mark.parametrize("benchmark, flags, missing", [
+    ("tau2", [], "--user-endpoint, --user-model"),
+    ("vitabench", ["--user-endpoint", "http://u/v1", "--user-model", "u"], "--judge-endpoint, --judge-model"),
+])  # fmt: skip
+def test_user_simulator_and_judge_are_not_the_policy_unless_asked(tmp_path, benchmark, flags, missing):
+    with pytest.raises(SystemExit, match=f"needs {missing} .*--user-is-policy"):
+        cli.main(
+            ["eval", "--benchmark", benchmark, *flags, "--output", str(tmp_path), "model.name_or_path=tiny-qwen3"]
+        )
+    assert not (tmp_path / "benchmarks").exists()  # refused before anything is served or written
 
 
 def test_finmcp_cli_predicts_and_scores_with_the_served_model(tmp_path):

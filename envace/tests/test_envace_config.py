@@ -23,11 +23,12 @@ def test_every_config_loads(monkeypatch):
 def test_paper_defaults():
     c = EnvACEConfig(output_dir="/tmp/x", use_cpu=True, bf16=False, judge="rule")
     assert c.learning_rate == 1e-6 and c.lr_scheduler_type == "constant" and c.weight_decay == 0.01
-    assert c.beta == 0.0 and c.loss_type == "dapo" and c.epsilon == 0.2 and c.epsilon_high == 0.2 and c.delta == 3.0
+    assert c.beta == 0.0 and c.loss_type == "grpo" and c.epsilon == 0.2 and c.epsilon_high == 0.2 and c.delta == 3.0
     assert c.num_generations == 4 and c.max_completion_length == 8000 and c.temperature == 1.0 and c.top_p == 1.0
     assert c.entropy_coef == 0.0 and c.num_iterations == 1 and c.max_grad_norm == 1.0
     assert c.tool_return_mode == "agent" and c.model_sharing and c.chat_template_kwargs == {"enable_thinking": True}
-    assert c.judge_temperature == 0.6 and c.judge_top_p == 0.8 and c.judge_max_tokens == 6000
+    assert c.judge_temperature == 0.6 and c.judge_top_p == 0.8 and c.judge_max_tokens == 6000 and c.judge_retries == 5
+    assert c.caller_mode == "train" and c.empty_output_penalty == 0.1
     assert c.num_rollouts == 470 and c.micro_batch_rows is None and c.max_steps == -1  # one epoch, derived sizes
 
 
@@ -40,7 +41,10 @@ def test_paper_defaults():
         (["trainer.num_iterations=2"], "one optimizer step per rollout"),
         (["trainer.max_steps=3"], "set trainer.num_rollouts instead"),
         (["trainer.micro_batch_rows=2"], "sizes each rollout's forwards itself"),
-        (["trainer.loss_type=bnpo"], "set loss_type=dapo"),
+        (["trainer.loss_type=bnpo"], "set loss_type=grpo or dapo"),
+        (["trainer.caller_mode=frozen"], "set model_sharing=false"),
+        (["trainer.caller_mode=bogus"], "Unknown caller_mode"),
+        (["trainer.judge=endpoint", "trainer.judge_url=http://127.0.0.1:9/v1"], "gives no verdict"),
         (["trainer.no_such_key=1"], "Valid EnvACEConfig keys"),
         (["env.source=web"], "Unknown env.source"),
     ],

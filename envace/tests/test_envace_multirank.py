@@ -6,8 +6,9 @@ The ranks collect different numbers of rows from episodes that end after 1, 2 or
 70% on rank 1), and the 3-task panel gives the ranks slices of 2 and 1 episodes. The run must finish before the
 timeout (a hang, or a rank alone in the final evaluation, fails the test), every row of both ranks is trained exactly
 once, both ranks hold the same parameters afterwards, the logged metrics count both ranks, and the update equals, to
-1e-5, SGD on the loss that a naive single-process loop computes over the same rows: TRL's PPO-clip term, token-mean
-over all of the step's real tokens (KL and entropy are off in EnvACE).
+1e-5, SGD on the loss that a naive single-process loop computes over the same rows: TRL's PPO-clip term, each row's
+token mean averaged over all of the step's rows (the official weighting, `loss_type=grpo`: every row weighs the same;
+KL and entropy are off in EnvACE).
 
 About 2.5 minutes on one core: the step's forwards and backwards over ~1k-token rows dominate.
 """
@@ -31,7 +32,7 @@ SCRIPT = Path(__file__).parent / "multirank" / "envace_two_ranks.py"
 
 def naive_reference_update(batches: list[dict], args: EnvACEConfig) -> dict[str, torch.Tensor]:
     """One SGD step on the step's loss over every real row, computed row by row without padding from the initial
-    weights: (1 / real tokens of the step) sum_rows sum_t -min(c1_t A, c2_t A), c1 = min(r_t, delta),
+    weights: (1 / rows of the step) sum_rows (1 / T_row) sum_t -min(c1_t A, c2_t A), c1 = min(r_t, delta),
     c2 = clip(r_t, 1 - eps, 1 + eps_high), r_t = pi / pi_old = exp(l_t - sg(l_t)) (one step: theta_old = theta)."""
     model = AutoModelForCausalLM.from_pretrained(tiny_qwen3(), dtype=torch.float32)
     rows = []
@@ -41,18 +42,19 @@ def naive_reference_update(batches: list[dict], args: EnvACEConfig) -> dict[str,
             if m.any():
                 prompt = b["prompt_ids"][i][b["prompt_mask"][i].bool()]
                 rows.append((prompt, b["completion_ids"][i][m], b["advantages"][i].item()))
-    n_tokens = sum(len(c) for _, c, _ in rows)
     total = 0.0
     for prompt, completion, adv in rows:
         logits = model(torch.cat([prompt, completion]).unsqueeze(0)).logits[0]
         logits = logits[len(prompt) - 1 : len(prompt) + len(completion) - 1]  # positions predicting the completion
         logp = torch.log_softmax(logits.float(), dim=-1).gather(1, completion.unsqueeze(1)).squeeze(1)  # (T,)
+        row = 0.0
         for t in range(len(completion)):
             ratio = torch.exp(logp[t] - logp[t].detach())
             c1 = torch.clamp(ratio, max=args.delta)
             c2 = torch.clamp(ratio, 1 - args.epsilon, 1 + args.epsilon_high)
-            total = total - torch.minimum(c1 * adv, c2 * adv)
-    (total / n_tokens).backward()
+            row = row - torch.minimum(c1 * adv, c2 * adv)
+        total = total + row / len(completion)
+    (total / len(rows)).backward()
     return {name: (p - args.learning_rate * p.grad).detach() for name, p in model.named_parameters()}
 
 
@@ -77,6 +79,7 @@ def test_two_ranks_zero3_rollout_step_and_last_rollout_eval_match_a_naive_loop(t
     n_tokens = sum(len(c) for _, c, _, _ in rows)
     for b in ranks[0]["batches"] + ranks[1]["batches"]:
         assert b["token_normalizer"].item() == pytest.approx(n_tokens / 2)  # the step's real tokens / world
+        assert b["row_normalizer"].item() == pytest.approx(len(rows) / 2)  # the step's rows / world
     batches = ranks[0]["batches"] + ranks[1]["batches"]
     assert torch.cat([b["advantages"] for b in batches]).abs().sum() > 0  # rewards varied within groups
 

@@ -139,3 +139,20 @@ def test_offline_inference_replays_ground_truth_results(bench):
     assert seen[0] == ["user"] and seen[2] == ["user", "assistant", "tool", "assistant", "tool"]
     rec = score([{**s, "messages_pred": pred}])["overall"]
     assert rec["micro_precision"] == 1.0 and rec["micro_recall"] == pytest.approx(2 / 3)
+
+
+def test_malformed_arguments_drop_the_sample(bench, tmp_path):
+    """Official inference json.loads the arguments unguarded: the sample fails and `score` drops it."""
+    from envace.finmcp import run
+
+    samples = load_finmcp(bench)[:2]
+    bad = {"id": "x", "type": "function", "function": {"name": "A", "arguments": '{"k": '}}
+    replies = iter([assistant(bad), assistant(content="done")])
+
+    def chat(messages, tools):
+        return next(replies, assistant(content="done"))
+
+    scores = run(samples, chat, derived_schemas(samples), tmp_path)
+    preds = json.loads((tmp_path / "predictions.json").read_text())
+    assert preds[0]["error"] is True and "JSONDecodeError" in preds[0]["error_message"]
+    assert scores["dropped_errors"] == 1

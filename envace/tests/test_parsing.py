@@ -97,12 +97,12 @@ def test_rehearsal_prompt_sections_in_official_order():
         "Current conversation history:",
         "RL model's latest response:\nRAW CALLER TEXT",
         f"- name: {call.name}",
-        '{"k": 1}',
+        '{\n"k": 1\n}',
     ]
     positions = [text.index(m) for m in marks]
     assert positions == sorted(positions) and text.endswith("\n\n/think")
     gt_args, gt_response = next(iter(task["tool_call_response_map"].values()))[0]
-    assert json.dumps(gt_response, ensure_ascii=True) in text  # ground-truth few-shot
+    assert json.dumps(gt_response, ensure_ascii=True, indent=0) in text  # ground-truth few-shot
     assert not rehearsal_messages(task, history, "x", call, think=False)[1]["content"].endswith("/think")
     empty = dict(task, tool_call_response_map={})
     assert "(few-shot): <unavailable>" in rehearsal_messages(empty, history, "x", call)[1]["content"]

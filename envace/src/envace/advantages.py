@@ -10,6 +10,15 @@ std division (Dr. GRPO style); a (group, role) with a single row uses mean 0, as
 import torch
 
 
+def penalised_row_rewards(episode_rewards: list[float], completion_texts: list[str], coef: float) -> torch.Tensor:
+    """(N,) row rewards R - coef * 1[the row's generation is empty or whitespace] (official Dr.MAS
+    `ray_trainer.py::apply_invalid_action_penalty`@173e941 with `invalid_action_penalty_coef=0.1`, applied before the
+    advantages; the checklist agents mark a row invalid only when its text is empty, `tool_caller_agent.py` and
+    `tool_simulator_agent.py` `is_action_valid`). `coef=0` leaves R unchanged."""
+    return torch.tensor([r - coef * (not text.strip()) for r, text in zip(episode_rewards, completion_texts, strict=True)],
+                        dtype=torch.float32)  # fmt: skip
+
+
 def rolewise_advantages(rewards: torch.Tensor, group_ids, roles) -> torch.Tensor:
     """A_row = R_row - mean_{rows r' with the same (group, role)} R_r'; mean 0 for a singleton (group, role).
 

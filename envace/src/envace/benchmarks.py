@@ -6,18 +6,39 @@ With `--endpoint URL` (e.g. a `vllm serve` on a GPU node, see `agentrl_shared.se
 talks to that server, whose model id is `--served-model`; without it, `model.name_or_path` is served in process on
 CPU (`agentrl_shared.serve`) for the duration of the run. Each benchmark writes its own files under
 `<--output>/benchmarks` and a `results.json` with the command, commit and scores
-(`agentrl_shared.evaluation.write_results`). tau2's user simulator is an LLM behind an OpenAI-compatible endpoint too:
-`--user-endpoint`/`--user-model`, by default the policy's own endpoint and model.
+(`agentrl_shared.evaluation.write_results`). tau2's user simulator and VitaBench's user simulator and judge are LLMs
+behind their own OpenAI-compatible endpoints (`--user-endpoint`/`--user-model`, `--judge-endpoint`/`--judge-model`;
+keys from `USER_API_KEY` / `JUDGE_API_KEY`): they are required, because a policy under test that also plays the user
+(or grades itself) gives numbers no published table can be compared with; `--user-is-policy` asks for that anyway
+(the policy's endpoint for every role; its results say so).
 """
 
 import contextlib
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
 
 
 BENCHMARKS = ("bfcl", "finmcp", "vitabench", "tau2")
+USER_API_KEY_ENV = "USER_API_KEY"
+
+
+def other_roles(name: str, user_url: str | None, user_model: str | None, judge_url: str | None,
+                judge_model: str | None, user_is_policy: bool) -> None:  # fmt: skip
+    """Refuse (one line) a tau2 / VitaBench run whose user simulator (VitaBench: and judge) would be the policy under
+    test, unless `--user-is-policy` asks for it."""
+    needed = {"tau2": [("--user-endpoint", user_url), ("--user-model", user_model)],
+              "vitabench": [("--user-endpoint", user_url), ("--user-model", user_model),
+                            ("--judge-endpoint", judge_url), ("--judge-model", judge_model)]}.get(name, [])  # fmt: skip
+    missing = [flag for flag, value in needed if not value]
+    if missing and not user_is_policy:
+        raise SystemExit(
+            f"envace: --benchmark {name} needs {', '.join(missing)} (a user simulator"
+            f"{' and a judge' if name == 'vitabench' else ''} other than the policy under test, so that the scores "
+            "compare with published ones); --user-is-policy uses the policy's endpoint for them instead"
+        )
 
 
 @contextlib.contextmanager
@@ -35,17 +56,20 @@ def endpoint(model: str, url: str | None, served_model: str | None, max_new_toke
 def run_benchmark(name: str, model: str, out: Path, url: str | None = None, served_model: str | None = None,
                   data: str | None = None, extra: list[str] | None = None, max_new_tokens: int | None = None,
                   user_url: str | None = None, user_model: str | None = None, num_tasks: int | None = None,
-                  max_steps: int = 200) -> dict:  # fmt: skip
-    """Run one benchmark; returns and writes the results payload. `user_url`, `user_model`, `num_tasks` (first N
-    tasks per domain) and `max_steps` (tau2's message cap) are tau2's."""
+                  max_steps: int = 200, judge_url: str | None = None, judge_model: str | None = None,
+                  user_is_policy: bool = False) -> dict:  # fmt: skip
+    """Run one benchmark; returns and writes the results payload. `user_url`/`user_model` (tau2, VitaBench),
+    `judge_url`/`judge_model` (VitaBench): the other roles' endpoints, required unless `user_is_policy`;
+    `num_tasks` (first N tasks per domain) and `max_steps` (tau2's message cap) are tau2's."""
     from agentrl_shared.evaluation import write_results
     from agentrl_shared.models import model_path
 
     if name not in BENCHMARKS:
         raise SystemExit(f"envace: unknown benchmark {name!r}; valid: {', '.join(BENCHMARKS)}")
+    other_roles(name, user_url, user_model, judge_url, judge_model, user_is_policy)
     out = Path(out)
     payload = {"benchmark": name, "model": model, "endpoint": url or "in-process (agentrl_shared.serve)",
-               "command": shlex.join(["envace", *sys.argv[1:]])}  # fmt: skip
+               "command": shlex.join(["envace", *sys.argv[1:]]), "user_is_policy": user_is_policy}  # fmt: skip
     with endpoint(model, url, served_model, max_new_tokens) as (base_url, model_id):
         if name == "bfcl":
             from .bfcl import run_bfcl
@@ -69,9 +93,8 @@ def run_benchmark(name: str, model: str, out: Path, url: str | None = None, serv
             domains = [d for d in (data or "").split(",") if d] or list(BENCHMARK_DOMAINS)
             if unknown := [d for d in domains if d not in DOMAINS]:
                 raise SystemExit(f"envace: unknown tau2 domain(s) {unknown}; valid: {', '.join(DOMAINS)} (--data)")
-            user_llm, user_args = user_simulator(
-                user_url or base_url, user_model or (served_model if user_url else model_id)
-            )
+            user_llm, user_args = user_simulator(user_url or base_url, user_model or model_id,
+                                                 os.environ.get(USER_API_KEY_ENV) or "EMPTY")  # fmt: skip
             payload |= {"domains": domains, "num_tasks": num_tasks, "max_steps": max_steps, "user_llm": user_llm,
                         "user_endpoint": user_args["api_base"], "scores": run_tau2(
                             openai_chat(base_url, model_id, max_tokens=max_new_tokens or 4096), user_llm, user_args,
@@ -79,7 +102,10 @@ def run_benchmark(name: str, model: str, out: Path, url: str | None = None, serv
         else:
             from .vitabench import run_vitabench
 
-            result = run_vitabench(base_url, model_id, out / "vitabench", tasks=data, extra=extra)
+            user = f"openai:{user_model}@{user_url}" if user_url else None  # None: the agent's endpoint
+            judge = f"openai:{judge_model}@{judge_url}" if judge_url else None
+            result = run_vitabench(base_url, model_id, out / "vitabench", tasks=data, user=user, judge=judge,
+                                   extra=extra)  # fmt: skip
             payload |= {"harness_command": shlex.join(result["command"]), "summary": result["summary"]}
     write_results(out / "results.json", payload)
     print(json.dumps({k: v for k, v in payload.items() if k in ("benchmark", "scores")}, indent=1)[:4000])

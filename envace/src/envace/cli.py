@@ -23,6 +23,7 @@ from agentrl_shared.cli import (
     launch_flags,
     log_to_file,
     method_switches,
+    model_tag,
     parse_args,
     pending_runs,
     reproduce_paper,
@@ -72,7 +73,7 @@ def load(config: str, overrides: list[str]) -> dict:
 
 
 def run_name(cfg: dict, method: str) -> str:
-    model = Path(cfg["model"].name_or_path).name
+    model = model_tag(cfg["model"].name_or_path)
     return f"{cfg['env'].source}_{model}_{method}_seed{cfg['trainer'].seed}"
 
 
@@ -83,13 +84,20 @@ def headline(cfg: dict) -> str:
             f"G={t.num_generations} num_rollouts={t.num_rollouts}")  # fmt: skip
 
 
-def _tasks(cfg: dict, split: str) -> list[dict]:
-    from .data import load_tasks
+def _tasks(cfg: dict, split: str, tokenizer=None) -> list[dict]:
+    """The split's tasks; with `tokenizer`, those whose first prompt is over `env.max_task_prompt_tokens` are dropped
+    first (official `filter_overlong_prompts`, train and validation files alike)."""
+    from .data import filter_long_prompts, load_tasks
 
     env = cfg["env"]
     n = {"train": env.num_train_tasks, "eval": env.num_eval_tasks, "warmstart": cfg["warmstart"].num_tasks}[split]
     path = env.eval_path if split == "eval" else env.train_path
     tasks = load_tasks(env.source, split, n, env.task_seed, path, env.max_task_turns, env.max_num_checklist)
+    if tokenizer is not None:
+        tasks, dropped = filter_long_prompts(tasks, tokenizer, env.max_task_prompt_tokens,
+                                             cfg["trainer"].chat_template_kwargs)  # fmt: skip
+        if dropped:
+            logger.info(f"{split}: {dropped} tasks dropped, first prompt over {env.max_task_prompt_tokens} tokens")
     return tasks[: env.eval_episodes] if split == "eval" else tasks
 
 
@@ -112,6 +120,15 @@ def trajectory_record(t, seed: int) -> dict:
             "messages": t.messages}  # fmt: skip
 
 
+def check_judge(args) -> None:
+    """The start-up check of an endpoint judge (`EndpointJudge.check`: one verdict on a trivial criterion), so that an
+    unreachable or unauthorised judge is one line before any model loads, not a run trained on failed verdicts."""
+    from .trainer import make_judge
+
+    if args.judge == "endpoint":
+        make_judge(args).check()
+
+
 def train(cfg: dict, method: str = "run", output: Path = Path("runs/envace")) -> dict:
     """Train one configuration, then evaluate it on the fixed panel (`agentrl_shared.cli.run_training`: every
     evaluation on every rank); returns the results payload (on every rank; files are written by the main process)."""
@@ -124,13 +141,14 @@ def train(cfg: dict, method: str = "run", output: Path = Path("runs/envace")) ->
     from .trainer import SIMULATOR_DIR, EnvACETrainer, make_collector
 
     args, env, model_cfg = cfg["trainer"], cfg["env"], cfg["model"]
+    check_judge(args)  # before any model loads
     out = run_folder(args, output, run_name(cfg, method))
     log_to_file(out)
     resolved = dump_config(cfg, out, headline(cfg))
     path = model_path(model_cfg.name_or_path)
     set_model_init_kwargs(args, model_cfg)
     tok = AutoTokenizer.from_pretrained(path, padding_side="left")
-    panel, seeds = _tasks(cfg, "eval"), env.eval_seeds
+    panel, seeds = _tasks(cfg, "eval", tok), env.eval_seeds
 
     def evaluate(trainer) -> dict:
         collector = make_collector(args, env, tok, env.eval_tool_return_mode)
@@ -140,7 +158,7 @@ def train(cfg: dict, method: str = "run", output: Path = Path("runs/envace")) ->
             records += [trajectory_record(t, seed) for t in trainer.evaluate_panel(panel, [seed], collector)]
         return summarize(records, seeds)
 
-    trainer = EnvACETrainer(path, args, env, _tasks(cfg, "train"), processing_class=tok)
+    trainer = EnvACETrainer(path, args, env, _tasks(cfg, "train", tok), processing_class=tok)
     warn_launch_size(cfg, trainer)
     run = run_training(trainer, evaluate, lambda s: f"reward {s['reward_mean']:.3f} success {s['success_mean']:.3f}",
                        out, eval_every=env.eval_every, eval_before_train=env.eval_before_train,
@@ -170,13 +188,14 @@ def evaluate_model(cfg: dict, method: str = "eval", output: Path = Path("runs/en
     from .tts import rehearse_then_execute
 
     args, env, model_cfg = cfg["trainer"], cfg["env"], cfg["model"]
+    check_judge(args)  # before the model loads
     out = run_folder(args, output, run_name(cfg, method))
     log_to_file(out, "eval.log")
     resolved = dump_config(cfg, out, headline(cfg))
     path = model_path(model_cfg.name_or_path)
     tok = AutoTokenizer.from_pretrained(path, padding_side="left")
     model = load_eval_model(path, model_cfg.dtype, args.use_cpu)  # on the GPU when there is one
-    panel, seeds = _tasks(cfg, "eval"), env.eval_seeds
+    panel, seeds = _tasks(cfg, "eval", tok), env.eval_seeds
     generate = HFGenerator(model, tok, args.max_completion_length, env.eval_temperature, env.eval_top_p)
     collector = make_collector(args, env, tok, env.eval_tool_return_mode)
     log = out / "episodes.jsonl"
@@ -293,6 +312,7 @@ def reproduce(
 
 def main(argv: list[str] | None = None) -> None:
     from .data import DataError
+    from .reward import JudgeUnavailable
 
     parser, subs = build_parser(PACKAGE, __doc__, CPU_CONFIG, list(METHODS))
     q = subs["eval"]
@@ -308,11 +328,14 @@ def main(argv: list[str] | None = None) -> None:
                    "bfcl categories, or comma-separated tau2 domains (default airline,retail,telecom)")  # fmt: skip
     q.add_argument("--max-new-tokens", type=int, default=None, help="--benchmark: completion cap")
     q.add_argument("--harness-args", default="", help="--benchmark vitabench: extra vitabench2 run flags")
-    q.add_argument("--user-endpoint", default=None, help="--benchmark tau2: user simulator's OpenAI-compatible URL "
-                   "(default: the policy's endpoint)")  # fmt: skip
-    q.add_argument(
-        "--user-model", default=None, help="--benchmark tau2: user simulator's model id (default: the policy)"
-    )
+    q.add_argument("--user-endpoint", default=None, help="--benchmark tau2/vitabench: the user simulator's "
+                   "OpenAI-compatible URL (required, see below; key: USER_API_KEY)")  # fmt: skip
+    q.add_argument("--user-model", default=None, help="--benchmark tau2/vitabench: the user simulator's model id")
+    q.add_argument("--judge-endpoint", default=None, help="--benchmark vitabench: the judge's OpenAI-compatible URL "
+                   "(required, see below)")  # fmt: skip
+    q.add_argument("--judge-model", default=None, help="--benchmark vitabench: the judge's model id")
+    q.add_argument("--user-is-policy", action="store_true", help="--benchmark tau2/vitabench: let the policy under "
+                   "test also simulate the user (and judge); its numbers are not comparable with published ones")  # fmt: skip
     q.add_argument(
         "--num-tasks", type=int, default=None, help="--benchmark tau2: first N tasks per domain (default all)"
     )
@@ -335,11 +358,11 @@ def main(argv: list[str] | None = None) -> None:
             model = load(ns.config, ns.overrides)["model"].name_or_path
             run_benchmark(ns.benchmark, model, ns.output / "benchmarks", ns.endpoint, ns.served_model, ns.data,
                           ns.harness_args.split(), ns.max_new_tokens, ns.user_endpoint, ns.user_model, ns.num_tasks,
-                          ns.max_steps)  # fmt: skip
+                          ns.max_steps, ns.judge_endpoint, ns.judge_model, ns.user_is_policy)  # fmt: skip
         else:
             evaluate_model(load(ns.config, ns.overrides), ns.method, ns.output, ns.tts)
 
-    run_command(PACKAGE, command, (DataError,))
+    run_command(PACKAGE, command, (DataError, JudgeUnavailable))
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """EnvACE's knobs (`EnvACEConfig`, a `GRPOConfig`) and the task/rollout settings (`EnvConfig`).
 
 Defaults are the official launch script `examples/drmas_trainer/run_checklist_share.sh` (Within-yao/EnvACE@f811bc2)
-and verl's `verl/trainer/config/ppo_trainer.yaml` it overrides: PPO-clip with dual clip 3.0, global token-mean
-(`loss_agg_mode=token-mean`), KL off, one optimizer step per rollout batch (`use_adaptive_ppo_mini_batch_size=True`,
+and verl's `verl/trainer/config/ppo_trainer.yaml` it overrides: PPO-clip with dual clip 3.0, every row weighing the
+same (`loss_agg_mode=token-mean` inside a micro-batch of one row, `ppo_micro_batch_size_per_gpu=1`), KL off, one optimizer step per rollout batch (`use_adaptive_ppo_mini_batch_size=True`,
 `ppo_mini_update_num=1`), AdamW lr 1e-6 constant, weight decay 0.01, grad clip 1.0, G = 4, rollout T = 1.0.
 """
 
@@ -13,6 +13,7 @@ from trl import GRPOConfig
 
 TOOL_RETURN_MODES = ("agent", "real", "external")
 JUDGES = ("endpoint", "rule")
+LOSS_TYPES = ("grpo", "dapo")
 
 
 @dataclass
@@ -37,12 +38,25 @@ class EnvACEConfig(GRPOConfig):
         judge (`str`, *optional*, defaults to `"endpoint"`): `endpoint` (OpenAI-compatible server, the paper's
             Qwen3-30B-A3B) or `rule` (deterministic, generated tasks only).
         judge_url / judge_model / judge_temperature / judge_top_p / judge_max_tokens / judge_retries: the judge
-            endpoint and its sampling (official: T 0.6, top-p 0.8, max_tokens 6000).
+            endpoint and its sampling (official: T 0.6, top-p 0.8, max_tokens 6000, 5 tries). Its API key comes from
+            the environment variable `JUDGE_API_KEY` (the external simulator's from `TOOL_API_KEY`), as in the
+            official launch scripts; training and evaluation first check that the judge answers a verdict.
+        caller_mode (`str`, *optional*, defaults to `"train"`): `frozen` (official `CALLER_MODE=frozen`, Dr.MAS
+            `frozen_agent_ids=["Tool Caller Agent"]`): the caller's model takes no update (its learning rate is 0)
+            and only the separate rehearsal model trains; needs `model_sharing=false` (with one shared model the
+            official code freezes the shared model, so nothing would train).
         terminate_on_judge_failure (`bool`, *optional*, defaults to `True`): a judge API failure or malformed verdict
             ends the episode (official `interaction.py`); the items count as failed either way.
         tts_budget (`int`, *optional*, defaults to `4`): private rehearsals N before the committed execution at test
             time (`envace eval --tts parallel|sequential`); the paper does not give N, 4 matches `val_n`.
 
+        loss_type (`str`, *optional*, defaults to `"grpo"`): how a step's rows are weighed. `grpo` (official): the
+            token mean within each row, then the mean over the step's rows on all ranks, so every row weighs the same
+            whatever its length (verl `dp_actor.py` `update_policy`: `agg_loss(loss_agg_mode="token-mean")` over a
+            micro-batch of `ppo_micro_batch_size_per_gpu=1` row, divided by the rank's micro-batch count, gradients
+            averaged over ranks); `dapo`: the global token mean over the step's tokens (a row weighs by its length).
+        empty_output_penalty (`float`, *optional*, defaults to `0.1`): subtracted from the reward of a row whose
+            generation is empty before the advantages (official `invalid_action_penalty_coef=0.1`); 0 = off.
         num_rollouts (`int`, *optional*, defaults to `470`): training length in rollouts, one optimizer step each
             (`trainer.total_epochs=1` over the RL set: 470 x 16 prompts = 7520 tasks); the learning-rate schedule and
             checkpoints count rollouts too. `max_steps` is derived from it and must not be set.
@@ -71,8 +85,10 @@ class EnvACEConfig(GRPOConfig):
     judge_temperature: float = field(default=0.6, metadata={"help": "Judge sampling temperature (official 0.6)."})
     judge_top_p: float = field(default=0.8, metadata={"help": "Judge top-p (official 0.8)."})
     judge_max_tokens: int = field(default=6000, metadata={"help": "Judge max_tokens (official 6000)."})
-    judge_retries: int = field(default=3, metadata={"help": "Tries per judge request before it counts as failed."})
+    judge_retries: int = field(default=5, metadata={"help": "Tries per judge request (official JUDGE_RETRY=5)."})
     terminate_on_judge_failure: bool = field(default=True, metadata={"help": "Official: judge failure ends it."})
+    caller_mode: str = field(default="train", metadata={"help": "train | frozen (CALLER_MODE, no-share only)."})
+    empty_output_penalty: float = field(default=0.1, metadata={"help": "R - 0.1 on rows with empty text (official)."})
     tts_budget: int = field(default=4, metadata={"help": "Test-time rehearsals N per task (val_n=4; paper: N n/a)."})
     num_rollouts: int = field(default=470, metadata={"help": "Training length in rollouts. Paper: 470 (one epoch)."})
     micro_batch_rows: int | None = field(
@@ -89,7 +105,12 @@ class EnvACEConfig(GRPOConfig):
     epsilon: float = field(default=0.2, metadata={"help": "clip_ratio_low=0.2."})
     epsilon_high: float = field(default=0.2, metadata={"help": "clip_ratio_high=0.2."})
     delta: float | None = field(default=3.0, metadata={"help": "dual clip clip_ratio_c=3.0."})
-    loss_type: str = field(default="dapo", metadata={"help": "loss_agg_mode=token-mean over the whole mini-batch."})
+    loss_type: str = field(
+        default="grpo",
+        metadata={
+            "help": "grpo: each row's token mean, mean over the step's rows (official); dapo: global token mean."
+        },
+    )
     entropy_coef: float = field(default=0.0, metadata={"help": "entropy_coeff=0."})
     num_generations: int | None = field(default=4, metadata={"help": "env.rollout.n=4 (group size G)."})
     max_completion_length: int | None = field(default=8000, metadata={"help": "data.max_response_length=8000."})
@@ -125,11 +146,18 @@ class EnvACEConfig(GRPOConfig):
             raise ValueError(
                 f"Unknown tool_return_mode {self.tool_return_mode!r}; valid: {', '.join(TOOL_RETURN_MODES)}."
             )
-        if self.loss_type != "dapo":
-            # the trainer feeds TRL's dapo branch the step's token count (`EnvACETrainer._compute_loss`)
+        if self.loss_type not in LOSS_TYPES:
+            # the trainer rescales TRL's grpo / dapo branch to the step's rows / tokens (`EnvACETrainer._compute_loss`)
             raise ValueError(
-                f"loss_type={self.loss_type!r}: EnvACE's loss is the token-mean over each optimizer step's tokens "
-                "(loss_agg_mode=token-mean), TRL's dapo; set loss_type=dapo."
+                f"loss_type={self.loss_type!r}: EnvACE weighs each row the same (grpo, official: a row's token mean, "
+                "mean over the step's rows) or each token (dapo, global token mean); set loss_type=grpo or dapo."
+            )
+        if self.caller_mode not in ("train", "frozen"):
+            raise ValueError(f"Unknown caller_mode {self.caller_mode!r}; valid: train, frozen.")
+        if self.caller_mode == "frozen" and (self.model_sharing or self.tool_return_mode != "agent"):
+            raise ValueError(
+                "caller_mode=frozen trains the separate rehearsal model only: set model_sharing=false and "
+                "tool_return_mode=agent (a frozen caller freezes a shared model entirely, as in the official code)."
             )
         if self.judge not in JUDGES:
             raise ValueError(f"Unknown judge {self.judge!r}; valid: {', '.join(JUDGES)}.")
@@ -156,8 +184,10 @@ class EnvConfig:
         max_task_turns (`int`): user turns per generated task (1 to this).
         max_num_checklist (`int`): checklists per sample (official 1).
         max_steps (`int`): micro-steps (generations) per episode (`env.max_steps=200`).
-        max_assistant_turns / max_user_turns (`int`): caps (30 / 30).
-        max_parallel_calls (`int`): tool calls per caller response (20); the rest are dropped and counted.
+        max_assistant_turns / max_user_turns (`int`): caps (30 / 30), checked when a user turn ends (official
+            `envs.py` INTERACTING: an episode is never cut inside a turn by them).
+        max_parallel_calls (`int`): tool calls executed per caller response; 0 (default) = all of them, as the
+            official code (its `max_parallel_calls=20` is read but never applied); N > 0 drops and counts the rest.
         max_prompt_length (`int`): rollout prompt cap, left truncation (`rollout_max_prompt_length=12000`).
         max_model_len (`int`): caller context + `max_completion_length` must stay below it (20000), else the episode
             ends with `length_exceeded`.
@@ -167,8 +197,11 @@ class EnvConfig:
         eval_episodes (`int`): fixed panel (the first N eval tasks).
         eval_seeds (`list[int]`): one pass over the panel per seed (`val_n=4` samples per prompt in the paper).
         eval_every (`int`): evaluate every N rollouts (`trainer.test_freq=10`); 0 = off.
-        eval_before_train (`bool`): with `eval_every`, also evaluate before the first rollout (verl
-            `trainer.val_before_train`, default on).
+        eval_before_train (`bool`): with `eval_every`, also evaluate before the first rollout (off, as the official
+            launch scripts: `trainer.val_before_train=False`).
+        max_task_prompt_tokens (`int`): drop tasks whose first prompt (system, first user message, tools, chat
+            template with the generation prompt) is longer (official `filter_overlong_prompts` at
+            `data.max_prompt_length - 500` = 3500 tokens, `checklist_dataset.py`); 0 = keep all.
         eval_tool_return_mode (`str`): tool responses at evaluation: `real` (committed execution) by default.
     """
 
@@ -183,7 +216,7 @@ class EnvConfig:
     max_steps: int = 200
     max_assistant_turns: int = 30
     max_user_turns: int = 30
-    max_parallel_calls: int = 20
+    max_parallel_calls: int = 0
     max_prompt_length: int = 12000
     max_model_len: int = 20000
     tools_in_system_prompt: bool = False
@@ -192,7 +225,8 @@ class EnvConfig:
     eval_episodes: int = 100
     eval_seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3])
     eval_every: int = 10
-    eval_before_train: bool = True
+    eval_before_train: bool = False
+    max_task_prompt_tokens: int = 3500
     eval_tool_return_mode: str = "real"
 
     def __post_init__(self):

@@ -135,6 +135,27 @@ def normalize_record(record: dict, max_num_checklist: int = 1) -> dict:
     }
 
 
+def filter_long_prompts(tasks: list[dict], tokenizer, max_tokens: int, chat_template_kwargs: dict | None = None,
+                        ) -> tuple[list[dict], int]:  # fmt: skip
+    """(tasks whose first prompt has at most `max_tokens` tokens, how many were dropped). The prompt is what the
+    official `ChecklistDataset.maybe_filter_out_long_prompts`@173e941 measures: the chat template of the messages up
+    to the first user message with the tools and the generation prompt (`enable_thinking` as in training). 0 keeps
+    all."""
+    if max_tokens <= 0:
+        return tasks, 0
+    kept = []
+    for task in tasks:
+        messages = ([{"role": "system", "content": task["system"]}] if task.get("system") else []) + [
+            {"role": "user", "content": task["user_turns"][0]}
+        ]
+        ids = tokenizer.apply_chat_template(messages, tools=task["tools"], add_generation_prompt=True, tokenize=True,
+                                            **(chat_template_kwargs or {}))  # fmt: skip
+        ids = ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids
+        if len(ids) <= max_tokens:
+            kept.append(task)
+    return kept, len(tasks) - len(kept)
+
+
 def load_checklist_file(path: str | Path, max_num_checklist: int = 1) -> list[dict]:
     """Tasks from a `.json` list (CM2 `checklist_annotated.json`), `.jsonl` or `.parquet` (EnvACE `*_train.parquet`)."""
     path = Path(path)

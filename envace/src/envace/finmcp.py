@@ -175,10 +175,10 @@ def predict_sample(sample: dict, chat, tools: list[dict], max_tool_num: int = MA
         while calls and used <= max_tool_num:
             used += len(calls)
             for c in calls:
-                try:
-                    args = json.loads(c["function"].get("arguments") or "{}")
-                except json.JSONDecodeError:
-                    args = {}
+                # malformed arguments raise: the sample is an error and is dropped before scoring (official
+                # `infer/inference_api.py::call_with_messages` json.loads's them unguarded, `main_OpenAI_API` records
+                # the exception as `error: true`)
+                args = json.loads(c["function"].get("arguments") or "{}")
                 result = replay_tool(sample, c["function"]["name"], args if isinstance(args, dict) else {})
                 history.append({"role": "tool", "tool_call_id": c.get("id"), "content": result})
             reply = chat(history, tools)

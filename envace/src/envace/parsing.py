@@ -82,19 +82,48 @@ def visible_reply(text: str) -> str:
 
 
 # --- rehearsal role -------------------------------------------------------------------------------------------------
-REHEARSAL_SYSTEM = """You are an exact simulator of tool back ends. You receive one tool call made by an assistant \
-and must write the response that the real tool would return.
-First validate the call, in this order:
-1. Format: the call is a well-formed tool call with a name and a JSON object of arguments.
-2. Whitelist: the tool is one of the candidate tools of this conversation.
-3. Arguments: the arguments satisfy the tool's input schema (required fields present, types right, no unknown fields).
-If a check fails, the result is {"error_tool_call": {"code": CODE, "message": "<why>"}} with CODE \
-INVALID_TOOL_CALL_FORMAT, TOOL_NOT_AVAILABLE or INVALID_PARAMETERS respectively.
-Otherwise write a realistic execution result. When the few-shot examples contain a call with the same name and \
-arguments, return that result; stay consistent with every earlier result of the conversation.
-Output only this block and nothing else:
+# The rehearsal role's system prompt: the information and rules of the official validation-mode simulator instruction
+# (EnvACE `simulate_core/prompts/simulator/validation_system_instruction.txt`@173e941), in our words.
+REHEARSAL_SYSTEM = """You act as an exact tool simulator. You check the tool call an RL model made against the whitelist \
+of candidate tools and the tool's JSON schema, and then you write the result that executing the tool would return.
+
+The user message gives you:
+- the candidate tools this sample may call (a whitelist of tool schemas);
+- earlier tool calls with their results (ground-truth few-shot data; "<unavailable>" when there are none);
+- the conversation so far;
+- the RL model's latest response, with its calls inside <tool_call>...</tool_call> tags;
+- the tool call to simulate: its name, its JSON schema and its parsed arguments.
+
+Check the call in this order before writing any result:
+1. Format. The latest response must put the call between <tool_call> and </tool_call>, holding valid JSON of the \
+form {"name": ..., "arguments": {...}}. If the tags are missing or the JSON is broken, answer
 <execution_result>
-<a non-empty JSON object or array>
+{"error_tool_call":{"code":"INVALID_TOOL_CALL_FORMAT","message":"<short reason>"}}
+</execution_result>
+2. Whitelist. The name of the tool to simulate must be one of the candidate tools (in the given list, or in the \
+<tools> block of the caller's system prompt). If it is not, answer
+<execution_result>
+{"error_tool_call":{"code":"TOOL_NOT_AVAILABLE","message":"tool name '<name>' is not found. Please check your \
+function call and use provided tools."}}
+</execution_result>
+3. Arguments. The arguments must be a JSON object that satisfies the input schema: every required field present, \
+primitive types and enum values as the schema says. If not, answer
+<execution_result>
+{"error_tool_call":{"code":"INVALID_PARAMETERS","message":"<short reason>","details":{"errors":[...]}}}
+</execution_result>
+4. Result, only when checks 1 to 3 pass. If the few-shot data holds a related call (same name, similar arguments), \
+reuse the content of its result. Otherwise write a plausible result that strictly follows the input schema and \
+agrees with the facts of the few-shot data. You may correct wrong types or mistakes found in the examples.
+
+Output, for results and errors alike:
+- the result between <execution_result> and </execution_result> tags;
+- inside them valid JSON only: a non-empty object or an array;
+- nothing else: no comments, no markdown, no code fences;
+- behave as a silent function: no explanations, suggestions or hints, and never mention the examples or compare \
+with them.
+Format:
+<execution_result>
+<JSON object or array>
 </execution_result>"""
 
 
@@ -105,8 +134,8 @@ def few_shot_lines(gt_map: dict[str, list[list]]) -> list[str]:
     lines = ["Previous tool calls and results (few-shot):"]
     for name, pairs in gt_map.items():
         for args, content in pairs:
-            result = content if isinstance(content, str) else json.dumps(content, ensure_ascii=True)
-            lines.append(f"Tool name:\n{name}\nTool arguments:\n{json.dumps(args, ensure_ascii=True)}\n"
+            result = content if isinstance(content, str) else json.dumps(content, ensure_ascii=True, indent=0)
+            lines.append(f"Tool name:\n{name}\nTool arguments:\n{json.dumps(args, ensure_ascii=True, indent=0)}\n"
                          f"Tool execution result:\n{result}\n")  # fmt: skip
     return lines
 
@@ -132,16 +161,23 @@ def serialize_history(messages: list[dict]) -> str:
 
 
 def rehearsal_messages(task: dict, history: list[dict], caller_text: str, call: ToolCall, think: bool = True):
-    """System + user messages of one rehearsal generation (one pending tool call)."""
-    schemas = {t["function"]["name"]: t["function"] for t in task["tools"]}
-    schema = schemas.get(call.name, {}).get("parameters", {})
+    """System + user messages of one rehearsal generation (one pending tool call), as the official Tool Simulator
+    Agent's (`simulate_core/_builders.py::build_validation_user_prompt`, payload of `envs.py::_build_info`@173e941):
+    the candidate tools, the sample's ground-truth few-shot, the conversation before the latest caller message (each
+    earlier call once: the assistant messages keep the text before their call blocks, the calls come from
+    `tool_calls`), the caller's raw latest response, and the current tool's whole schema (name, description,
+    parameters: `_id_by_candidate_tools[uuid][name]`) with the parsed arguments; JSON with `indent=0` as there."""
+    schemas = {t["function"]["name"]: t for t in task["tools"]}
+    schema = (
+        json.dumps(schemas[call.name], ensure_ascii=True, indent=0) if call.name in schemas else "<schema unavailable>"
+    )
     parts = [
-        "Candidate tools (whitelist for this sample):\n" + json.dumps(task["tools"], ensure_ascii=True),
+        "Candidate tools (whitelist for this sample):\n" + json.dumps(task["tools"], ensure_ascii=True, indent=0),
         "\n".join(few_shot_lines(task["tool_call_response_map"])),
         "Current conversation history:\n" + serialize_history(history),
         "RL model's latest response:\n" + caller_text,
-        f"Current tool to simulate:\n- name: {call.name}\n- input schema (JSON Schema):\n{json.dumps(schema)}\n"
-        f"- arguments (JSON, parsed from the caller's tool_call):\n{json.dumps(call.arguments, ensure_ascii=True)}",
+        f"Current tool to simulate:\n- name: {call.name}\n- input schema (JSON Schema):\n{schema}\n"
+        f"- arguments (JSON, parsed from caller's tool_call):\n{json.dumps(call.arguments, ensure_ascii=True, indent=0)}",
     ]
     user = "\n\n".join(parts) + ("\n\n/think" if think else "")  # SIM_APPEND_THINK_SWITCH, default on
     return [{"role": "system", "content": REHEARSAL_SYSTEM}, {"role": "user", "content": user}]

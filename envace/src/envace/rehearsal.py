@@ -25,8 +25,15 @@ from dataclasses import dataclass, field
 from agentrl_shared.rollout import GenerateFn, Row
 
 from .data import world_for
-from .parsing import ToolCall, parse_execution_result, parse_tool_calls, rehearsal_messages
-from .reward import TurnResult, episode_reward, score_turn
+from .parsing import (
+    ToolCall,
+    few_shot_lines,
+    is_error_result,
+    parse_execution_result,
+    parse_tool_calls,
+    rehearsal_messages,
+)
+from .reward import TurnJob, TurnResult, episode_reward, score_turns
 
 
 logger = logging.getLogger(__name__)
@@ -51,6 +58,7 @@ class Trajectory:
     cursor: int = 0
     caller_completion: list[int] = field(default_factory=list)  # the completion whose calls are pending
     caller_text: str = ""
+    turn_end: list[int] | None = None  # the final answer's completion ids while its turn awaits the judge
     assistant_turns: int = 0
     micro_steps: int = 0
     turn_scores: list[float] = field(default_factory=list)
@@ -84,28 +92,112 @@ def tools_system_prompt(tools: list[dict]) -> str:
     )
 
 
-class ExternalSimulator:
-    """Tool responses from an OpenAI-compatible model given the same rehearsal prompt (caller-only baseline,
-    official "httpx" mode). A failed request yields a flat `Error when executing tool:` string and the episode goes
-    on (official `tool_simulator_agent.py` behaviour for rollout failures)."""
+# The caller-only baseline's simulator instruction: the information and rules of the official httpx-mode system prompt
+# (EnvACE `simulate_core/prompts/simulator/fallback_system_instruction.txt`@173e941), in our words.
+EXTERNAL_SYSTEM = """You execute tools precisely, learning from examples.
+You receive:
+- the JSON schema of the tool call;
+- few-shot examples of tool calls with their execution results (they may be <unavailable> when there are no \
+earlier calls; then rely on the JSON schema);
+- a new tool call with its arguments.
 
-    def __init__(self, base_url: str, model: str, retries: int = 3, timeout: float = 600.0, think: bool = True):
+What to do:
+1) Take the OUTPUT FORMAT from the examples: the same structure, data types and patterns of response.
+2) Keep the facts CONSISTENT with what the examples show.
+3) For the new call: apply that format to its arguments and keep to the facts of the examples; for arguments close \
+to an example, adapt that example's result; for clearly different arguments, write a new result in the learned \
+format and factual patterns; you may correct wrong types or mistakes found in the examples.
+4) Treat errors plainly: for invalid or missing arguments, return an error message shaped like the examples.
+
+Hard limits:
+- behave as a silent function: no explanations, suggestions or hints;
+- no advice on fixing errors or improving the call;
+- never mention the examples or compare with them;
+- return only the raw execution result as valid JSON;
+- an error carries minimal information and no instructions.
+
+Output: first a short analysis of how to mock the result, then the result itself as a valid JSON object or array, \
+without explanations, markdown or code fences, in the structure learned from the examples and consistent with \
+their facts. Format:
+{
+  "analysis": str,
+  "execution_result": JSON array or object,
+}"""
+
+# the official httpx request's response_format (`mcp_tool.py` `_single_attempt`)
+EXTERNAL_RESPONSE_FORMAT = {
+    "type": "json_schema",
+    "json_schema": {
+        "name": "tool_execution_response",
+        "schema": {
+            "type": "object",
+            "required": ["analysis", "execution_result"],
+            "additionalProperties": False,
+            "properties": {
+                "analysis": {"type": "string"},
+                "execution_result": {
+                    "anyOf": [
+                        {"type": "object", "minProperties": 1, "additionalProperties": True},
+                        {"type": "array", "items": {}},
+                    ]
+                },  # fmt: skip
+            },
+        },
+    },
+}
+TOOL_API_KEY_ENV = "TOOL_API_KEY"  # the caller-only launch script's variable
+
+
+def external_messages(task: dict, call: ToolCall) -> list[dict]:
+    """System + user messages of one httpx-mode simulation (official `simulate_core/_builders.py`
+    `build_single_call_user_prompt`@173e941): the sample's ground-truth few-shot, the tool's name, its whole schema
+    and the arguments (JSON with `indent=0`); no history, no caller text, no whitelist."""
+    schemas = {t["function"]["name"]: t for t in task["tools"]}
+    schema = json.dumps(schemas.get(call.name, {}), ensure_ascii=True, indent=0)
+    user = ("\n".join(few_shot_lines(task["tool_call_response_map"])) + "\n\n"
+            f"Current tool name: {call.name}\nCurrent tool input schema (JSON Schema):\n{schema}\n"
+            f"Current arguments (JSON):\n{json.dumps(call.arguments, ensure_ascii=True, indent=0)}\n"
+            "Generate tool execution result in JSON format.")  # fmt: skip
+    return [{"role": "system", "content": EXTERNAL_SYSTEM}, {"role": "user", "content": user}]
+
+
+class ExternalSimulator:
+    """Tool responses from an OpenAI-compatible model: the caller-only baseline ("Simulator-8B"), official httpx
+    mode (`mcp_tool.py::MCPChecklistTool.execute`@173e941 with `run_checklist_caller_only.sh`: T 0.6, top-p 0.8,
+    max_tokens 8000, `TOOL_RETRY=5`, `response_format` = {analysis, execution_result}, the key of `TOOL_API_KEY`).
+    The tool message is the `execution_result` as JSON. A try that fails (API error: back-off 1, 2, 4 ... s up to
+    30 s; unparseable reply: 0.5 s) is retried; after the last the message is `{"error": <last error>}` and the call
+    counts as a failure, which ends the episode (official `envs.py`: `success=False` -> `tool_failed_any`)."""
+
+    def __init__(self, base_url: str, model: str, retries: int = 5, timeout: float = 120.0, temperature: float = 0.6,
+                 top_p: float = 0.8, max_tokens: int = 8000, api_key: str | None = None, backoff_s: float = 1.0):  # fmt: skip
         import httpx
 
-        self.client = httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout)
-        self.model, self.retries, self.think = model, retries, think
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.client = httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout, headers=headers)
+        self.model, self.retries, self.backoff_s = model, retries, backoff_s
+        self.sampling = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
 
-    def __call__(self, task: dict, history: list[dict], caller_text: str, call: ToolCall) -> tuple[str, bool]:
-        payload = {"model": self.model, "messages": rehearsal_messages(task, history, caller_text, call, self.think)}
-        error = ""
-        for _ in range(max(1, self.retries)):
+    def __call__(self, task: dict, call: ToolCall) -> tuple[str, bool]:
+        import httpx
+
+        payload = {"model": self.model, "messages": external_messages(task, call), **self.sampling,
+                   "response_format": EXTERNAL_RESPONSE_FORMAT}  # fmt: skip
+        error = "unknown"
+        for attempt in range(max(1, self.retries)):
             try:
                 resp = self.client.post("/chat/completions", json=payload)
                 resp.raise_for_status()
-                return parse_execution_result(resp.json()["choices"][0]["message"]["content"])
-            except Exception as exc:  # network / server failure
-                error = f"{type(exc).__name__}: {exc}"
-        return f"Error when executing tool: simulator_rollout_failed: {error}", False
+                result = json.loads(resp.json()["choices"][0]["message"]["content"])["execution_result"]
+                return json.dumps(result, ensure_ascii=True), is_error_result(result)
+            except httpx.HTTPError as exc:  # API failure
+                error, wait = f"{type(exc).__name__}: {exc}", min(self.backoff_s * 2**attempt, 30.0)
+            except (ValueError, KeyError, TypeError, IndexError) as exc:  # unparseable reply
+                error, wait = f"{type(exc).__name__}: {exc}", 0.5 * self.backoff_s
+            if attempt + 1 < self.retries:
+                time.sleep(wait)
+        logger.warning("external simulator failed on %s after %d tries: %s", call.name, self.retries, error)
+        return json.dumps({"error": error}, ensure_ascii=True), True
 
 
 def real_tool_response(task: dict, call: ToolCall) -> tuple[str, bool]:
@@ -242,6 +334,7 @@ class RehearsalCollector:
                 self.timings["generate_caller_s"] += time.perf_counter() - t0
                 for k, t in enumerate(callers):
                     self._caller_step(t, out[k], None if logps is None else logps[k])
+                self._end_user_turns([t for t in callers if t.turn_end is not None])
             # an episode that is not terminated awaits the caller or the rehearsal role: when no rank had a caller
             # to serve (above) nor a rehearsal (below) in this round, every episode of every rank has ended
             n_sim_prompts = 0
@@ -281,7 +374,9 @@ class RehearsalCollector:
         t.caller_ids = t.caller_ids + list(completion_ids)
         t.caller_text, t.assistant_turns, t.micro_steps = text, t.assistant_turns + 1, t.micro_steps + 1
         assistant = {"role": "assistant", "content": text}
-        if calls:
+        if calls:  # official envs.py: the message keeps the text before the first call block, the calls are fields
+            cut = text.find("\n<tool_call>\n")
+            assistant["content"] = text[:cut] if cut != -1 else text
             assistant["tool_calls"] = [{"type": "function", "function": {"name": c.name, "arguments": c.arguments}}
                                        for c in calls]  # fmt: skip
         t.messages.append(assistant)
@@ -289,19 +384,20 @@ class RehearsalCollector:
             t.messages.append({"role": "tool", "content": json.dumps({"error_tool_call": error["error_tool_call"]})})
             t.tool_failure, t.stop_reason = True, "malformed_tool_call"
             return
-        if not calls:
-            self._end_user_turn(t, completion_ids)
+        if not calls:  # the user turn ends: judged with the round's other ended turns (`_end_user_turns`)
+            t.turn_end = list(completion_ids)
+            return
         else:
-            t.dropped_calls += max(len(calls) - self.max_parallel_calls, 0)
-            t.pending, t.cursor = calls[: self.max_parallel_calls], 0
+            cap = self.max_parallel_calls or len(calls)  # 0: no cap (official: every parsed call is executed)
+            t.dropped_calls += len(calls) - min(len(calls), cap)
+            t.pending, t.cursor = calls[:cap], 0
             t.caller_completion = list(completion_ids)
             if self.mode == "real":
                 for call in t.pending:
                     self._tool_result(t, *real_tool_response(t.task, call))
             elif self.mode == "external":
-                history = t.messages[:-1]
                 for call in t.pending:
-                    self._tool_result(t, *self.external(t.task, history, t.caller_text, call))
+                    self._tool_result(t, *self.external(t.task, call))
         self._check_caps(t)
 
     def _tool_result(self, t: Trajectory, content: str, is_error: bool) -> None:
@@ -322,15 +418,28 @@ class RehearsalCollector:
             t.pending, t.cursor = [], 0
         self._check_caps(t)
 
-    def _end_user_turn(self, t: Trajectory, completion_ids: list[int]) -> None:
-        """INTERACTING: judge the turn, then replay the next reference user message or end the episode."""
-        previous, current = t.messages[: t.turn_start], t.messages[t.turn_start :]
+    def _end_user_turns(self, trajs: list[Trajectory]) -> None:
+        """INTERACTING for every trajectory whose caller ended its user turn in this round: one judge call for all
+        their turns (`reward.score_turns`; official `interaction.py` gathers all checks of a step at once), then per
+        trajectory the next reference user message or the end (official order `envs.py` INTERACTING@173e941: a judge
+        failure or a required item failed, the last reference turn, the assistant-turn cap checked here at the turn's
+        end, the user-turn cap)."""
+        if not trajs:
+            return
         if self.judge is None:  # private rehearsal at test time: nothing is scored
-            result = TurnResult(0.0, [], False)
+            results = [TurnResult(0.0, [], False) for _ in trajs]
         else:
             t0 = time.perf_counter()
-            result = score_turn(self.judge, t.task, t.user_turn, previous, current, t.tool_failure)
+            jobs = [TurnJob(t.task, t.user_turn, t.messages[: t.turn_start], t.messages[t.turn_start :],
+                            t.tool_failure) for t in trajs]  # fmt: skip
+            results = score_turns(self.judge, jobs)
             self.timings["judge_s"] += time.perf_counter() - t0
+        for t, result in zip(trajs, results, strict=True):
+            completion_ids, t.turn_end = t.turn_end, None
+            self._next_turn(t, result, completion_ids)
+            self._check_caps(t)
+
+    def _next_turn(self, t: Trajectory, result: TurnResult, completion_ids: list[int]) -> None:
         t.turn_scores.append(result.score)
         if result.judge_failures:
             logger.warning("episode %d turn %d: judge failures %s", t.episode_id, t.user_turn, result.judge_failures)
@@ -345,7 +454,7 @@ class RehearsalCollector:
         if t.user_turn >= len(t.task["user_turns"]):
             t.stop_reason = "done"
             return
-        if t.user_turn >= self.max_user_turns:
+        if t.assistant_turns >= self.max_assistant_turns or t.user_turn >= self.max_user_turns:
             t.stop_reason = "turn_limit"
             return
         user = {"role": "user", "content": t.task["user_turns"][t.user_turn]}
@@ -354,11 +463,10 @@ class RehearsalCollector:
         t.caller_ids = t.caller_ids + self._extension_ids(completion_ids, [user])
 
     def _check_caps(self, t: Trajectory) -> None:
+        """The micro-step cap (`env.max_steps`); the assistant-turn cap is checked at a turn's end (`_next_turn`)."""
         if t.stop_reason != "running":
             return
-        if t.assistant_turns >= self.max_assistant_turns and t.state == "AWAIT_CALLER":
-            t.stop_reason = "turn_limit"
-        elif t.micro_steps >= self.max_steps:
+        if t.micro_steps >= self.max_steps:
             t.stop_reason = "step_limit"
 
 

@@ -165,14 +165,14 @@ def _arguments(raw) -> dict:
         return {"_unparsable_arguments": raw}
 
 
-def user_simulator(base_url: str, model_id: str) -> tuple[str, dict]:
+def user_simulator(base_url: str, model_id: str, api_key: str = "EMPTY") -> tuple[str, dict]:
     """(litellm model name, llm args) of a user simulator behind an OpenAI-compatible endpoint, at tau2's user
     temperature (`tau2.config.DEFAULT_LLM_TEMPERATURE_USER`)."""
     from tau2.config import DEFAULT_LLM_TEMPERATURE_USER
 
     return f"openai/{model_id}", {
         "api_base": base_url,
-        "api_key": "EMPTY",
+        "api_key": api_key,
         "temperature": DEFAULT_LLM_TEMPERATURE_USER,
     }
 

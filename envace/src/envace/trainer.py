@@ -1,6 +1,7 @@
 """`EnvACETrainer`: role-wise GRPO over the caller and rehearsal rows of EnvACE episodes (official code
 Within-yao/EnvACE@173e941; paper https://arxiv.org/abs/2608.06197), on the shared `MultiTurnGRPOTrainer`."""
 
+import contextlib
 import dataclasses
 import itertools
 import math
@@ -19,10 +20,10 @@ from agentrl_shared.generation import HFGenerator
 from agentrl_shared.rollout import Row
 from agentrl_shared.trainer import MultiTurnGRPOTrainer
 
-from .advantages import rolewise_advantages
+from .advantages import penalised_row_rewards, rolewise_advantages
 from .config import EnvACEConfig, EnvConfig
-from .rehearsal import ExternalSimulator, RehearsalCollector, Trajectory, trajectory_metrics
-from .reward import EndpointJudge, RuleJudge
+from .rehearsal import TOOL_API_KEY_ENV, ExternalSimulator, RehearsalCollector, Trajectory, trajectory_metrics
+from .reward import RuleJudge, endpoint_judge_from_env
 
 
 # the no-share rehearsal model's folder inside every checkpoint and inside `<run>/final`
@@ -31,10 +32,11 @@ SIMULATOR_OPTIMIZER = "optimizer.pt"
 
 
 def make_judge(args: EnvACEConfig):
+    """The checklist judge: `rule`, or the endpoint with its key from `JUDGE_API_KEY`."""
     if args.judge == "rule":
         return RuleJudge()
-    return EndpointJudge(args.judge_url, args.judge_model, args.judge_temperature, args.judge_top_p,
-                         args.judge_max_tokens, args.judge_retries)  # fmt: skip
+    return endpoint_judge_from_env(args.judge_url, args.judge_model, temperature=args.judge_temperature,
+                                   top_p=args.judge_top_p, max_tokens=args.judge_max_tokens, retries=args.judge_retries)  # fmt: skip
 
 
 def make_collector(args: EnvACEConfig, env: EnvConfig, tokenizer, tool_return_mode: str,
@@ -42,7 +44,7 @@ def make_collector(args: EnvACEConfig, env: EnvConfig, tokenizer, tool_return_mo
     external = None
     if tool_return_mode == "external":
         external = ExternalSimulator(args.external_simulator_url, args.external_simulator_model,
-                                     think=args.simulator_think)  # fmt: skip
+                                     api_key=os.environ.get(TOOL_API_KEY_ENV) or None)  # fmt: skip
     return RehearsalCollector(
         tokenizer, make_judge(args) if judged else None, tool_return_mode, external,
         max_prompt_length=env.max_prompt_length, max_completion_length=args.max_completion_length,
@@ -54,10 +56,9 @@ def make_collector(args: EnvACEConfig, env: EnvConfig, tokenizer, tool_return_mo
 
 
 def max_rows_per_episode(env: EnvConfig) -> int:
-    """The most rows (generations) one episode can produce: every caller or rehearsal generation is a micro-step
-    (`env.max_steps` ends the episode), and at most `max_assistant_turns` caller turns with `max_parallel_calls`
-    rehearsals each (`rehearsal.RehearsalCollector._check_caps`)."""
-    return min(env.max_steps, env.max_assistant_turns * (1 + env.max_parallel_calls))
+    """The most rows (generations) one episode can produce: every caller or rehearsal generation is a micro-step,
+    and `env.max_steps` micro-steps end the episode (`rehearsal.RehearsalCollector._check_caps`)."""
+    return env.max_steps
 
 
 def slim(t: Trajectory) -> Trajectory:
@@ -74,6 +75,24 @@ def simulator_generate_fn(trainer: "EnvACETrainer"):
     args = trainer.args
     return HFGenerator(trainer.simulator, trainer.processing_class, args.max_completion_length, args.temperature,
                        args.top_p)  # fmt: skip
+
+
+@contextlib.contextmanager
+def top_p_override(trainer, top_p: float):
+    """Sample with `top_p` in the trainer's generation path (HF `generation_config` or TRL's vLLM generation) for the
+    duration; the shared `sampling_overrides` (temperature) copies the HF config it finds, top-p included."""
+    if trainer.use_vllm:
+        saved, trainer.vllm_generation.top_p = trainer.vllm_generation.top_p, top_p
+    else:
+        saved = trainer.generation_config
+        trainer.generation_config = saved.__class__(**{**saved.to_dict(), "top_p": top_p})
+    try:
+        yield
+    finally:
+        if trainer.use_vllm:
+            trainer.vllm_generation.top_p = saved
+        else:
+            trainer.generation_config = saved
 
 
 class RolloutBlockSampler(Sampler):
@@ -107,7 +126,8 @@ class EnvACETrainer(MultiTurnGRPOTrainer):
     num_turns) (`reward.episode_reward`) goes on every row of both roles; A = R - mean over the rows of the same
     (uid, role), no std. A rollout is ONE optimizer step (`use_adaptive_ppo_mini_batch_size=True`,
     `ppo_mini_update_num=1`) of `gradient_accumulation_steps` forwards per rank; its loss is TRL's PPO-clip loss
-    (dual clip `delta`) over the step's real tokens / their global count (`loss_agg_mode=token-mean`, TRL's `dapo`).
+    (dual clip `delta`): each row's token mean, averaged over the step's rows on all ranks (`loss_type=grpo`: verl's
+    `loss_agg_mode=token-mean` over one-row micro-batches), or the global token mean (`loss_type=dapo`).
     `model_sharing=False` (official `run_checklist_noshare.sh`): the rehearsal rows train a second model with its own
     AdamW (one step per rollout, same loss and hyperparameters), kept in every checkpoint; the caller rows the policy.
 
@@ -120,7 +140,8 @@ class EnvACETrainer(MultiTurnGRPOTrainer):
     - `_max_rows_per_item`: `max_rows_per_episode` (the `EnvConfig` caps), which bounds the HF loop's steps.
     - `_rollout_metrics`: `envace/*` over the trajectories of all ranks, `env/*`, `rollout/generated_tokens`,
       `rollout/micro_batch_rows`, `simulator/*`.
-    Overrides of [`~trl.GRPOTrainer`]: `_compute_loss` (TRL's, fed the shared `token_normalizer`),
+    Overrides of [`~trl.GRPOTrainer`]: `_compute_loss` (TRL's, rescaled to the step's rows or tokens),
+    `_rollout_micro_batches` (the shared one's, plus `row_normalizer`),
     `_get_train_sampler` (`RolloutBlockSampler`: one epoch = every task once), `_save_checkpoint` and
     `_load_from_checkpoint` (also the no-share model and its optimizer), `evaluate_panel` (the shared
     `_evaluate_items`). Everything else (vLLM, weight sync, ZeRO-3, logging, checkpoints) is inherited.
@@ -204,7 +225,8 @@ class EnvACETrainer(MultiTurnGRPOTrainer):
         only the caller rows are returned for the policy's step."""
         rows = [r for t in trajs for r in t.rows]
         reward_of = {t.episode_id: t.reward for t in trajs}
-        rewards = torch.tensor([reward_of[r.episode_id] for r in rows], dtype=torch.float32)  # (N,)
+        rewards = penalised_row_rewards([reward_of[r.episode_id] for r in rows], [r.completion_text for r in rows],
+                                        self.args.empty_output_penalty)  # (N,)  # fmt: skip
         advantages = rolewise_advantages(rewards, [r.group_id for r in rows], [r.role for r in rows])  # (N,)
         for r, reward in zip(rows, rewards.tolist(), strict=True):
             r.reward = r.episode_return = reward
@@ -213,6 +235,7 @@ class EnvACETrainer(MultiTurnGRPOTrainer):
             self._simulator_metrics = self._train_simulator([rows[i] for i in sim], advantages[sim])
             keep = [i for i, r in enumerate(rows) if r.role == "caller"]
             rows, advantages = [rows[i] for i in keep], advantages[keep]
+        (self._step_rows,) = self._sum_ranks(len(rows))  # the policy step's rows on all ranks (`row_normalizer`)
         return rows, advantages
 
     def _micro_rows(self, num_rows: int) -> int:
@@ -234,19 +257,45 @@ class EnvACETrainer(MultiTurnGRPOTrainer):
         return {**metrics, **self._simulator_metrics}
 
     # --- overrides of GRPOTrainer ---
+    def _rollout_micro_batches(self, inputs: list[dict]) -> list[dict]:
+        """The shared trainer's micro-batches, each with `row_normalizer` (the step's rows on all ranks / world: a
+        rollout is one optimizer step, so all its rows; `_step_rows` is set by `_score`)."""
+        batches = super()._rollout_micro_batches(inputs)
+        for batch in batches:
+            batch["row_normalizer"] = torch.tensor(self._step_rows / self.accelerator.num_processes)
+        return batches
+
     def _compute_loss(self, model, inputs):
-        """TRL 1.16's PPO-clip loss over the micro-batch's tokens / `token_normalizer` (the step's real tokens on all
-        ranks / world): TRL's `dapo` divides by clamp(num_items_in_batch, 1) / world * current GA /
-        steps_per_generation in training (HF's own accumulation scaling is off), so num_items_in_batch =
-        token_normalizer * world * steps_per_generation / current GA; the data-parallel mean of the gradients is then
-        the token-mean over every real token of the step."""
+        """TRL 1.16's PPO-clip loss of the micro-batch, rescaled so that the data-parallel mean of the gradients over
+        all micro-batches of the step is the step's loss.
+
+        `loss_type=grpo` (official): TRL's branch is mean_b(token mean of row b) / current GA over the B rows of the
+        micro-batch (padding rows have no tokens: 0); times GA * B / `row_normalizer` (the step's rows / world) it is
+        sum_b token_mean_b / (rows / world), so that over all ranks loss = (1 / rows) sum_rows token_mean(row), verl's
+        `agg_loss(token-mean)` over one-row micro-batches / the micro-batch count (`dp_actor.py` `update_policy`).
+
+        `loss_type=dapo`: the global token mean. TRL's branch divides by clamp(num_items_in_batch, 1) / world *
+        current GA / steps_per_generation in training (HF's own accumulation scaling is off), so num_items_in_batch =
+        token_normalizer * world * steps_per_generation / current GA."""
         training = self.model.training  # (in evaluation TRL neither splits nor accumulates)
+        if self.loss_type == "grpo":
+            ga = self.current_gradient_accumulation_steps if training else 1.0
+            loss = super()._compute_loss(model, inputs)
+            return loss * ga * inputs["completion_ids"].size(0) / inputs["row_normalizer"]
         scale = self.current_gradient_accumulation_steps / self.args.steps_per_generation if training else 1.0
         num_items = inputs["token_normalizer"] * self.accelerator.num_processes / scale
         loss = super()._compute_loss(model, {**inputs, "num_items_in_batch": num_items})
         if num_items < 1.0:  # TRL's clamp (a step with fewer real tokens than GA / steps_per_generation): undo it
             loss = loss / num_items  # (this also rescales TRL's entropy bonus, off in EnvACE: entropy_coef = 0)
         return loss
+
+    def _set_rollout_lr(self, rollout: int) -> None:
+        """The schedule's rate; `caller_mode=frozen`: 0, so that the caller's model takes no update (official
+        `frozen_agent_ids`: the frozen worker group skips its actor update; AdamW's decoupled decay is off too)."""
+        super()._set_rollout_lr(rollout)
+        if self.args.caller_mode == "frozen":
+            for group in self._lr_optimizer.param_groups:
+                group["lr"] = 0.0
 
     def _get_train_sampler(self, dataset=None) -> Sampler:
         per_rollout = self.episodes_per_rank * self.accelerator.num_processes  # whole groups of G, all ranks
@@ -287,6 +336,7 @@ class EnvACETrainer(MultiTurnGRPOTrainer):
         plan = plan_steps([len(p) + len(c) for p, c, _ in all_rows], [len(c) for _, c, _ in all_rows], world,
                           self._micro_rows(len(all_rows)), self.args.gradient_accumulation_steps, rng)  # fmt: skip
         normalizer = torch.tensor(max(plan.step_tokens[0], 1) / world)  # the step's real tokens on all ranks / world
+        row_normalizer = torch.tensor(len(all_rows) / world)  # the step's rows on all ranks / world
         saved, self._metrics = self._metrics, {"train": defaultdict(list), "eval": defaultdict(list)}
         try:
             self.simulator.train()
@@ -295,7 +345,8 @@ class EnvACETrainer(MultiTurnGRPOTrainer):
                 batch, _ = rows_to_batch([c[0] for c in chosen], [c[1] for c in chosen], [True] * len(chosen),
                                          [c[2] for c in chosen], self.processing_class.pad_token_id)  # fmt: skip
                 batch = {k: v.to(self.accelerator.device) for k, v in batch.items()}
-                self._compute_loss(self.simulator, {**batch, "token_normalizer": normalizer}).backward()
+                inputs = {**batch, "token_normalizer": normalizer, "row_normalizer": row_normalizer}
+                self._compute_loss(self.simulator, inputs).backward()
             params = [p for p in self.simulator.parameters() if p.grad is not None]
             if world > 1:  # the data-parallel mean, by hand (gloo has no AVG reduction)
                 for p in params:
@@ -320,4 +371,5 @@ class EnvACETrainer(MultiTurnGRPOTrainer):
                                      self._prompt_count)  # fmt: skip
 
         pairs = [(t, s) for s in seeds for t in tasks]
-        return self._evaluate_items(pairs, self.episodes_per_rank, self.env_config.eval_temperature, play)
+        with top_p_override(self, self.env_config.eval_top_p):  # official val_kwargs.top_p=0.95
+            return self._evaluate_items(pairs, self.episodes_per_rank, self.env_config.eval_temperature, play)
