@@ -9,8 +9,16 @@ from agentrl_shared.smoke import error_line, help_flags
 FLAGS = {
     "train": {"--config", "--output", "--method"},
     "eval": {"--config", "--output", "--method"},
-    "reproduce": {"--scale", "--seeds", "--output", "--methods", "--configs", "--dry-run", "--machine-rank",
-                  "--main-process-ip"},
+    "reproduce": {
+        "--scale",
+        "--seeds",
+        "--output",
+        "--methods",
+        "--configs",
+        "--dry-run",
+        "--machine-rank",
+        "--main-process-ip",
+    },
     "report": {"--runs", "--readme", "--compare"},
 }
 

@@ -17,6 +17,7 @@ CASES = [
     (["train", "num_generations=0"], "trainer.num_generations=0 must be at least 2"),
     (["train", "trainer.num_rollouts=0"], "must be at least 1"),
     (["train", "env.eval_seeds=3"], "env.eval_seeds=3 is not a list"),
+    (["train", "env.eval_episodes=0"], "env.eval_episodes=0 must be at least 1"),
     (["train", "env.eval_seeds=0,1"], "is not a list, e.g. [0, 1]"),
     (["train", "lerning_rate=1e-6"], "Did you mean learning_rate"),
     (["train", "trainer.lerning_rate=1e-6"], "Did you mean learning_rate"),

@@ -174,3 +174,30 @@ def test_equal_prompt_lists_keep_completions_on_their_prompts_under_rank_offsets
             assert ep.won, ep.task
             for row in ep.rows:
                 assert row.completion_text == reply(row.prompt_text), (row.prompt_text[-80:], row.completion_text)
+
+
+def test_a_failed_episode_is_replayed_in_a_fresh_environment(tok):
+    """`collect_with_retries`: the third task's environment raises on its first turn only (the reply changes once the
+    generator has caused a crash), so its replay succeeds, keeps its ids, and the other episodes are played once."""
+    from agentrl_shared.rollout import collect_with_retries
+
+    tasks = [t for t in load_tasks("textrooms", "train", num_tasks=40)][:6]
+    crashes = []
+
+    def reply(prompt):
+        task = next(t for t in tasks if f"Task: {t['instruction']}." in prompt)
+        if task is tasks[2] and not crashes:
+            crashes.append(task["task_id"])
+            return "raise</action>"
+        return f"go to {task['room']}</action>"
+
+    with EnvPool(make_faulty_env, num_slots=6, num_workers=0) as pool:
+        collector = RolloutCollector(pool, make_prompt("textrooms"), tok, max_turns=1, max_prompt_length=1024)
+        args = (tasks, [0, 0, 1, 1, 2, 2], [5, 5, 6, 6, 7, 7], Scripted(tok, reply), lambda n: n, 10)
+        episodes = collect_with_retries(collector, *args, retries=1, total_over_ranks=lambda n: n)
+        assert crashes and not any(e.failed for e in episodes)
+        assert [e.episode_id for e in episodes] == list(range(10, 16))
+        assert all(r.episode_id == e.episode_id for e in episodes for r in e.rows)
+        crashes.clear()
+        kept = collect_with_retries(collector, *args, retries=0, total_over_ranks=lambda n: n)
+        assert sum(e.failed for e in kept) == 1  # retries=0: the official behaviour

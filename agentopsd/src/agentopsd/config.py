@@ -54,6 +54,9 @@ class AgentOPSDConfig(GRPOConfig):
         sdl_coef (`float`, *optional*, defaults to `0.0`): Skill-SD baseline loss weight (SDAR repo
             `examples/skillsd_trainer/run_*.sh`: `sdl_lambda=0.001`); 0 = off.
         invalid_action_penalty_coef (`float`, *optional*, defaults to `0.1`): verl-agent penalty (0.01 on Search).
+        retry_failed_episodes (`int`, *optional*, defaults to `0`): replay an episode whose environment crashed or timed
+            out, from the start in a fresh environment, up to this many times (0: the official behaviour, where the
+            failed episode is left out of the group statistics and the loss; `agentrl_shared.rollout.collect_with_retries`).
         skills_in_student_prompt (`bool`, *optional*, defaults to `False`): Skill-GRPO baseline.
         eval_with_skills (`bool`, *optional*, defaults to `False`): evaluate with skills (the `*` rows).
         skill_position (`str`, *optional*, defaults to `"legacy"`): `build_teacher_batch(skill_position=...)`:
@@ -96,6 +99,10 @@ class AgentOPSDConfig(GRPOConfig):
     sdl_coef: float = field(default=0.0, metadata={"help": "Skill-SD loss weight; skillsd scripts: 0.001."})
     invalid_action_penalty_coef: float = field(
         default=0.1, metadata={"help": "verl-agent invalid_action_penalty_coef: 0.1 ALFWorld/WebShop, 0.01 Search."}
+    )
+    retry_failed_episodes: int = field(
+        default=0,
+        metadata={"help": "Replays of a failed (crashed, timed-out) episode in a fresh environment; 0: none."},
     )
     skills_in_student_prompt: bool = field(default=False, metadata={"help": "Skill-GRPO baseline."})
     eval_with_skills: bool = field(default=False, metadata={"help": "Evaluate with skills (`*` rows)."})

@@ -24,6 +24,9 @@ class SDARConfig(GRPOConfig):
             baseline (sdar.md section 5).
         invalid_action_penalty_coef (`float`, *optional*, defaults to `0.1`): subtracted from an invalid row's reward
             (verl-agent `invalid_action_penalty_coef`; 0.01 on Search-QA).
+        retry_failed_episodes (`int`, *optional*, defaults to `0`): replay an episode whose environment crashed or timed
+            out, from the start in a fresh environment, up to this many times (0: the official behaviour, where the
+            failed episode is left out of the group statistics and the loss; `agentrl_shared.rollout.collect_with_retries`).
         skills_in_student_prompt (`bool`, *optional*, defaults to `False`): Skill-GRPO baseline: the student sees the
             skills during training.
         eval_with_skills (`bool`, *optional*, defaults to `False`): evaluate with skills in the prompt (the `*`
@@ -51,6 +54,10 @@ class SDARConfig(GRPOConfig):
     pg_loss_coef: float = field(default=1.0, metadata={"help": "Policy-gradient weight; 0 = OPSD baseline."})
     invalid_action_penalty_coef: float = field(
         default=0.1, metadata={"help": "verl-agent invalid_action_penalty_coef: 0.1 ALFWorld/WebShop, 0.01 Search."}
+    )
+    retry_failed_episodes: int = field(
+        default=0,
+        metadata={"help": "Replays of a failed (crashed, timed-out) episode in a fresh environment; 0: none."},
     )
     skills_in_student_prompt: bool = field(default=False, metadata={"help": "Skill-GRPO baseline (sdar.md 5)."})
     eval_with_skills: bool = field(default=False, metadata={"help": "Evaluate with skills (Table 1 `*` rows)."})

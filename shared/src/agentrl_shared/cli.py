@@ -549,7 +549,7 @@ def check_paper_prerequisites(title: str, configs: list[str], load: Callable[[st
     try:
         import vllm  # noqa: F401
     except ImportError:
-        problems.append("vLLM is not installed: run `uv sync --locked --extra vllm`")
+        problems.append("vLLM is not installed: run `uv sync --locked --inexact --extra vllm`")
     for name in configs:
         try:
             cfg = load(name, ["trainer.use_cpu=true"])  # data locations only; the GPU check is above

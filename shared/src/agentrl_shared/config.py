@@ -94,6 +94,7 @@ MINIMUM = {
     "max_completion_length": 1,
     "max_prompt_length": 1,
     "learning_rate": 0,
+    "eval_episodes": 1,  # the run ends with an evaluation on the panel
 }
 
 

@@ -7,6 +7,7 @@ import re
 import subprocess
 from pathlib import Path
 
+
 # a secret by its key's name, or inside a string (a command line, a URL): `--api-key X`, `api_key=X`, `Bearer X`,
 # OpenAI-style `sk-...` keys, `hf_...` tokens
 SECRET_KEY = re.compile(r"(?i)(api[_-]?key|token|secret|password|authorization)$")

@@ -221,6 +221,38 @@ class RolloutCollector:
             row.failed = True
 
 
+def collect_with_retries(
+    collector: RolloutCollector,
+    tasks: list[dict],
+    group_ids: list[int],
+    seeds: list[int],
+    generate: GenerateFn,
+    prompt_count: Callable[[int], int],
+    episode_offset: int,
+    retries: int,
+    total_over_ranks: Callable[[int], int],
+) -> list[Episode]:
+    """`collector.collect`, then each failed episode (environment crash or timeout) played again from the start in a
+    fresh environment (the pool rebuilds an environment that raised or died), up to `retries` more times; an episode
+    that still fails stays failed. The retry rounds are collective: every rank plays a round (its own failed
+    episodes, or none while another rank has some) until no rank has a failed episode (`total_over_ranks`: the sum of
+    an int over ranks). A replayed episode keeps its task, seed, group and episode id. `retries=0` is the official
+    behaviour (no handling; tinker-cookbook PR #497 retries)."""
+    episodes = collector.collect(tasks, group_ids, seeds, generate, prompt_count, episode_offset=episode_offset)
+    for _ in range(retries):
+        failed = [i for i, e in enumerate(episodes) if e.failed]
+        if total_over_ranks(len(failed)) == 0:
+            break
+        again = collector.collect([tasks[i] for i in failed], [group_ids[i] for i in failed],
+                                  [seeds[i] for i in failed], generate, prompt_count)  # fmt: skip
+        for i, ep in zip(failed, again, strict=True):
+            ep.episode_id = episodes[i].episode_id
+            for row in ep.rows:
+                row.episode_id = ep.episode_id
+            episodes[i] = ep
+    return episodes
+
+
 def equal_prompt_count(local: int, counts: Iterable[int], equal_lists: bool) -> int:
     """Prompts this rank sends this turn, given its active-episode count and every rank's (`counts`).
 

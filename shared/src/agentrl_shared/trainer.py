@@ -31,7 +31,15 @@ from .cadence import GroupedTaskSampler, RolloutCadence, rollout_lr_factor
 from .envs import make_env
 from .envs.pool import EnvPool
 from .generation import matched_vllm_engine, sampling_overrides, sync_vllm_weights, trainer_generate_fn
-from .rollout import Episode, RolloutCollector, Row, episode_counts, equal_prompt_count, metrics_from_counts
+from .rollout import (
+    Episode,
+    RolloutCollector,
+    Row,
+    collect_with_retries,
+    episode_counts,
+    equal_prompt_count,
+    metrics_from_counts,
+)
 from .skills import student_prompt, teacher_prompt, teacher_skills
 
 
@@ -237,8 +245,11 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         return self.env_config.max_turns
 
     def _collect(self, items: list, group_ids: list[int], seeds: list[int], episode_offset: int) -> list:
-        return self.collector.collect(items, group_ids, seeds, self._generate, self._prompt_count,
-                                      episode_offset=episode_offset)  # fmt: skip
+        """One episode per item; a failed episode is replayed in a fresh environment up to
+        `args.retry_failed_episodes` times (`collect_with_retries`; a config using this hook declares that field)."""
+        return collect_with_retries(self.collector, items, group_ids, seeds, self._generate, self._prompt_count,
+                                    episode_offset, self.args.retry_failed_episodes,
+                                    lambda n: int(self._sum_ranks(n)[0]))  # fmt: skip
 
     def _score(self, episodes: list[Episode]) -> tuple[list[Row], Tensor]:
         """verl-agent `EpisodeRewardManager` + `compute_grpo_outcome_advantage`: every row of an episode gets
