@@ -361,7 +361,7 @@ class TrialRunner:
             raise ValueError(f"A {self.env_name} curate prompt is longer than env.max_prompt_length="
                              f"{self.max_prompt_length} tokens: raise it, shorten env.curate_history, or set "
                              "env.prompt_overflow=truncate.")  # fmt: skip
-        completions, _ = generate(ids + dummies)  # the dummies' completions are dropped below
+        completions, logps = generate(ids + dummies)  # the dummies' completions are dropped below
         self.timings["generate_s"] += time.perf_counter() - t0
         for k, i in enumerate(playing):
             completion_text = self.tokenizer.decode(completions[k], skip_special_tokens=True)
@@ -387,6 +387,7 @@ class TrialRunner:
                 role="curate" if self.carry_mode == "skill" else "reflect",
                 prompt_truncated=truncated[k],
                 failed=by_trial[i].failed,
+                sampling_logps=None if logps is None else list(logps[k]),  # the sampler/trainer gap metric
             )
 
 
