@@ -27,7 +27,7 @@ def test_saves_due_inside_rollouts_are_kept_and_resume_matches_the_uninterrupted
     # 4-row optimizer steps: a rollout of 4 trials x (2 + 1 + 2) rows makes 5 steps; saves fall due at 3, 6 and 9
     common = ["train", "--config", "smoke", "trainer.num_rollouts=2", "trainer.micro_batch_rows=4",
               "trainer.gradient_accumulation_steps=1", "trainer.save_strategy=steps", f"trainer.save_steps={SAVE_STEPS}",
-              "trainer.learning_rate=0.001", "env.max_prompt_length=256", "env.eval_modes=[repeat]",
+              "trainer.learning_rate=0.001", "env.max_prompt_length=256", "env.prompt_overflow=truncate", "env.eval_modes=[repeat]",
               "env.eval_tasks=1"]  # fmt: skip
     main([*common, f"trainer.output_dir={full}"])
     a = json.loads((full / "results.json").read_text())

@@ -90,6 +90,7 @@ cfg = load(
         "trainer.max_completion_length=4",
         "env.max_turns=3",
         "env.max_prompt_length=256",  # left-truncated prompts: cheaper forwards
+        "env.prompt_overflow=truncate",
         "env.eval_tasks=1",  # one evaluation trial per mode: rank 1 plays an empty chunk
         "env.eval_every=1",  # the evaluation falls on the last rollout (every paper config ends on one)
         "env.eval_before_train=false",
