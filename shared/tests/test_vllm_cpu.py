@@ -3,7 +3,7 @@
 The first test runs everywhere; the `vllm` one needs vLLM's CPU build (`make test-vllm`). It shows the cause of the
 log-prob gap a TRL colocate run on CPU showed before any update (mean |diff| 0.146 on SmolLM2): TRL passes no dtype,
 and vLLM's `dtype="auto"` runs an fp32 checkpoint in bf16. The trainer-level agreement (fp32 engine, after every weight
-sync) is `sdar/tests/test_vllm_cpu.py`.
+sync) is `sdar/tests/test_sdar_vllm_cpu.py`.
 """
 
 import math
@@ -72,5 +72,5 @@ def test_auto_dtype_runs_an_fp32_checkpoint_in_bf16_and_misses_the_trainers_logp
         for p, (c, lp) in zip(prompts, sampled_logps(llm, prompts, temperature=1.0, max_tokens=16, seed=0), strict=True)
     ])  # fmt: skip
     print(f"\nbf16 engine (dtype=auto) vs fp32 trainer: mean |diff| {diffs.mean():.2e}, max {diffs.max():.2e}")
-    # measured here: mean 1.5e-3, max 4.2e-3; the fp32 engine's is ~5e-7 (sdar/tests/test_vllm_cpu.py)
+    # measured here: mean 1.5e-3, max 4.2e-3; the fp32 engine's is ~5e-7 (sdar/tests/test_sdar_vllm_cpu.py)
     assert diffs.mean() > 1e-4
