@@ -73,7 +73,7 @@ class RecordingTrainer(skillrise.trainer.SkillRiseTrainer):
 
 
 OUT = Path(sys.argv[1])
-skillrise.trainer.make_env = lambda name, **kwargs: ScriptedEnv()
+skillrise.trainer.make_env_factory = lambda env_config: ScriptedEnv  # the pool builds one per slot
 skillrise.trainer.SkillRiseTrainer = RecordingTrainer
 cfg = load(
     "smoke",
