@@ -23,12 +23,13 @@ from agentrl_shared.report import (
     load_runs,
     markdown_table,
     mean_std,
-    plot_curves,
     replace_block,
+    success_curves,
 )
 
 
 logger = logging.getLogger(__name__)
+CPU_TITLE = "TextRooms, SmolLM2-135M (CPU scale)"
 RUN_FILES = ("results.json", "eval_curve.jsonl", "episodes.jsonl", "eval_episodes.jsonl", "config.json")
 COMPARE_FILES = ("compare.md", "compare.json", "learning_curves.png")
 # Table 1's Search-QA sources (the seven `data_source` values of the Search-R1 test set)
@@ -88,20 +89,6 @@ def paper_table(runs: dict[str, list[dict]], paper: dict) -> str:
     return markdown_table(HEADER, rows)
 
 
-def curves(runs: dict[str, list[dict]], path: Path) -> None:
-    series = {
-        METHOD_NAMES[m]: [[(pt["rollouts"], 100 * pt["success_rate_mean"]) for pt in p["curve"]] for p in payloads]
-        for m, payloads in runs.items()
-        if any(p["curve"] for p in payloads)
-    }
-    untrained = runs.get("untrained", [])
-    if untrained:  # a flat reference line at the untrained model's success
-        level = sum(p["final"]["success_rate_mean"] for p in untrained) / len(untrained)
-        x_max = max((pt[0] for s in series.values() for run in s for pt in run), default=1)
-        series["Vanilla (untrained)"] = [[(0, 100 * level), (x_max, 100 * level)]]
-    plot_curves(series, path, "rollouts", "held-out success % (greedy)", "TextRooms, SmolLM2-135M (CPU scale)")
-
-
 def bench_line(path: Path) -> str:
     """The step-time ratio from `bench-results.json` (written by `python -m agentopsd.bench`), or `not run`."""
     data = json.loads(path.read_text()) if path.exists() else {}
@@ -147,5 +134,5 @@ def report(readme: Path, runs: Path | None = None, compare: Path | None = None) 
     text = replace_block(text, "bench", bench_line(readme.resolve().parent.parent / "bench-results.json"))
     readme.write_text(text)
     if cpu:
-        curves(cpu, results / "cpu" / "learning_curves.png")
+        success_curves(cpu, METHOD_NAMES, results / "cpu" / "learning_curves.png", CPU_TITLE)
     logger.info(f"report: wrote {readme}")

@@ -162,24 +162,38 @@ def plot_curves(series: dict[str, list[list[tuple[float, float]]]], path: Path, 
     plt.close(fig)
 
 
+def success_curves(runs: dict[str, list[dict]], names: dict[str, str], path: Path, title: str) -> None:
+    """The held-out success curves of `runs` (method -> its seeds' results payloads), one line per method with its
+    seed band, and the untrained model's success as a flat reference line."""
+    series = {
+        names[m]: [[(pt["rollouts"], 100 * pt["success_rate_mean"]) for pt in p["curve"]] for p in payloads]
+        for m, payloads in runs.items()
+        if any(p["curve"] for p in payloads)
+    }
+    untrained = runs.get("untrained", [])
+    if series and untrained:
+        level = statistics.fmean(p["final"]["success_rate_mean"] for p in untrained)
+        x_max = max(pt[0] for s in series.values() for run in s for pt in run)
+        series[f"{names['untrained']} (untrained)"] = [[(0, 100 * level), (x_max, 100 * level)]]
+    if series:
+        plot_curves(series, path, "rollouts", "held-out success % (greedy)", title)
+
+
 def plan_summary(output: Path, scale: str, names: dict[str, str], title: str) -> str:
     """What a finished `reproduce` prints: one row per method of `<output>/<scale>/<method>/seed*/results.json`
     (held-out success mean +- std over the seeds, n, and the seconds each run took: training with its evaluations, or
     the evaluation alone), and the learning curves written to `<output>/<scale>/learning_curves.png` (runs/ only;
     tracked files are `report`'s)."""
-    rows, series, total = [], {}, 0.0
+    rows, runs, total = [], {}, 0.0
     for method, name in names.items():
         payloads = [json.loads(p.read_text()) for p in sorted((output / scale / method).glob("seed*/results.json"))]
         if not payloads:
             continue
+        runs[method] = payloads
         seconds = [p.get("train_seconds", p.get("eval_seconds", 0.0)) for p in payloads]
         total += sum(seconds)
         rows.append([name, mean_std([p["final"]["success_rate_mean"] for p in payloads]), str(len(payloads)),
                      f"{statistics.fmean(seconds):.0f}"])  # fmt: skip
-        curves = [[(pt["rollouts"], 100 * pt["success_rate_mean"]) for pt in p["curve"]] for p in payloads]
-        if any(curves):
-            series[name] = curves
-    if series:
-        plot_curves(series, output / scale / "learning_curves.png", "rollouts", "held-out success %", title)
+    success_curves(runs, names, output / scale / "learning_curves.png", title)
     table = markdown_table(["Method", "success % (mean +- std, n seeds)", "n", "seconds per run"], rows)
     return f"{table}\n\n{total:.0f} s of runs in all; curves: {output / scale / 'learning_curves.png'}"
