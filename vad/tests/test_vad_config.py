@@ -161,3 +161,26 @@ def test_cpu_seeds_have_their_own_warm_start_and_training_questions(monkeypatch)
     panels = [[(it.answer, it.image().tobytes()) for it in cli.procedural_items(c["data"], cli.Path("."))]
               for c in cfgs]  # fmt: skip
     assert panels[0] == panels[1]
+
+
+@pytest.mark.parametrize("name", PAPER_CONFIGS)
+def test_the_paper_lr_warm_up_is_verls(name):
+    """Vision-OPD's actor LR (VisionOPD/Vision-OPD @ c2e345f): `verl/utils/torch_functional.py`
+    `get_constant_schedule_with_warmup` gives step/10 during 10 warm-up steps, then 1, and `fsdp_workers.py`
+    `update_actor` steps it once per update after the update; so the first update runs at LR 0. With one optimizer
+    step per generation batch (the paper configs), the HF scheduler the trainer builds must give the same LRs."""
+    import torch
+    from transformers import get_scheduler
+
+    args = load_config(name, ["trainer.use_cpu=true", "trainer.bf16=false", "trainer.use_vllm=false"], SECTIONS,
+                       "vad")["trainer"]  # fmt: skip
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    steps = 65  # ~65 steps of 96 prompts (1 epoch of Vision-OPD-6K)
+    scheduler = get_scheduler(args.lr_scheduler_type, optimizer, num_warmup_steps=args.get_warmup_steps(steps),
+                              num_training_steps=steps)  # fmt: skip
+    lrs = []
+    for _ in range(12):
+        lrs.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    assert lrs == pytest.approx([k / 10 for k in range(10)] + [1.0, 1.0])
