@@ -13,7 +13,17 @@ from pathlib import Path
 import pytest
 
 from envace import cli
-from envace.bfcl import GOLD_CHECKED, MULTI_TURN, NEEDS_NETWORK, OFFLINE, bfcl, evaluate, run_bfcl
+from envace.bfcl import (
+    GOLD_CHECKED,
+    MULTI_TURN,
+    NEEDS_NETWORK,
+    OFFLINE,
+    bfcl,
+    evaluate,
+    run_bfcl,
+    scores,
+    v4_summary,
+)
 
 
 REPO = Path(__file__).resolve().parents[2]  # tests run from anywhere; envace/bfcl is found from the repository root
@@ -74,6 +84,72 @@ def test_bfcl_categories_split_offline_and_network():
     assert set(NEEDS_NETWORK) == {"web_search_base", "web_search_no_snippet", "memory_vector"}
     with pytest.raises(ValueError, match="need the network"):
         run_bfcl("http://127.0.0.1:9/v1", "/nowhere", Path("/tmp/unused"), ["web_search_base"], project=PROJECT)
+
+
+# per-category accuracies and entry counts of a hypothetical full offline run, plus two offline memory categories
+HAND = {"simple_python": (0.9, 400), "simple_java": (0.5, 100), "simple_javascript": (0.2, 50), "multiple": (0.8, 200),
+        "parallel": (0.6, 200), "parallel_multiple": (0.4, 200), "irrelevance": (0.9, 240),
+        "live_simple": (0.7, 258), "live_multiple": (0.5, 1053), "live_parallel": (0.25, 16),
+        "live_parallel_multiple": (0.5, 24), "live_irrelevance": (0.7, 884), "live_relevance": (1.0, 16),
+        "multi_turn_base": (0.4, 200), "multi_turn_miss_func": (0.3, 200), "multi_turn_miss_param": (0.2, 200),
+        "multi_turn_long_context": (0.1, 200), "memory_kv": (0.3, 155), "memory_rec_sum": (0.6, 155)}  # fmt: skip
+
+
+def _scores(hand: dict) -> dict:
+    return {c: {"accuracy": a, "correct": round(a * n), "total": n} for c, (a, n) in hand.items()}
+
+
+def test_bfcl_v4_means_as_the_leaderboard_computes_them():
+    """Hand-computed from HAND by the formula of bfcl-eval 2026.3.23's `generate_leaderboard_csv`."""
+    v4 = v4_summary(_scores(HAND))
+    g = {k: v["accuracy"] for k, v in v4["groups"].items()}
+    non_live = ((0.9 + 0.5 + 0.2) / 3 + 0.8 + 0.6 + 0.4) / 4  # simple = mean of the 3 languages, then mean of 4
+    live = (0.7 * 258 + 0.5 * 1053 + 0.25 * 16 + 0.5 * 24) / (258 + 1053 + 16 + 24)  # weighted by entries
+    assert g["non_live"] == pytest.approx(non_live) and g["non_live"] == pytest.approx(0.5833333333)
+    assert g["live"] == pytest.approx(live) and g["live"] == pytest.approx(723.1 / 1351)
+    assert g["irrelevance"] == pytest.approx(0.8)  # mean of irrelevance and live_irrelevance; relevance enters none
+    assert v4["multi_turn_mean"] == g["multi_turn"] == pytest.approx(0.25)
+    offline = (10 * non_live + 10 * live + 10 * 0.8 + 30 * 0.25) / 60
+    assert v4["overall_offline"] == pytest.approx(offline) and offline == pytest.approx(0.444761, abs=1e-6)
+    agentic = (0.0 + (0.3 + 0.0 + 0.6) / 3) / 2  # web search absent (0); memory_vector absent (0)
+    assert g["agentic"] == pytest.approx(0.45)  # over the present memory categories only, and flagged:
+    assert v4["groups"]["agentic"]["missing"] == ["web_search_base", "web_search_no_snippet", "memory_vector"]
+    assert v4["overall_leaderboard_absent_zero"] == pytest.approx((60 * offline + 40 * agentic) / 100)
+    assert not any(v4["groups"][k]["missing"] for k in ("non_live", "live", "irrelevance", "multi_turn"))
+
+    part = v4_summary(_scores({k: v for k, v in HAND.items() if k != "multi_turn_long_context"}))
+    assert part["multi_turn_mean"] == pytest.approx(0.3)  # over the three scored ones
+    assert part["groups"]["multi_turn"]["missing"] == ["multi_turn_long_context"]
+    assert part["overall_offline"] is None and part["overall_leaderboard_absent_zero"] is None
+
+
+def _write_scores(root: Path, hand: dict) -> None:
+    """Score files as `bfcl evaluate` writes them (first line: accuracy, correct_count, total_count)."""
+    folder = root / "score" / "Qwen_Qwen3-8B-FC"
+    folder.mkdir(parents=True)
+    for c, (a, n) in hand.items():
+        head = {"accuracy": a, "correct_count": round(a * n), "total_count": n}
+        (folder / f"BFCL_v4_{c}_score.json").write_text(json.dumps(head) + "\n")
+
+
+@pytest.mark.slow
+def test_bfcl_v4_means_match_bfcl_evals_own_leaderboard_csv(tmp_path):
+    """bfcl-eval's `generate_leaderboard_csv` (envace/bfcl/leaderboard.py) over the same score files writes the
+    multi-turn mean and the overall (absent categories at 0) that `v4_summary` computes (its csv rounds to 0.01%)."""
+    import csv
+
+    _write_scores(tmp_path, HAND)
+    bfcl([str(PROJECT / "leaderboard.py")], tmp_path, PROJECT)
+    v4 = v4_summary(scores(tmp_path))
+    rows = {n: next(csv.DictReader((tmp_path / "score" / n).open())) for n in ("data_overall.csv",
+                                                                             "data_multi_turn.csv")}  # fmt: skip
+    overall, multi_turn = rows["data_overall.csv"], rows["data_multi_turn.csv"]
+    pct = lambda s: float(s.rstrip("%")) / 100  # noqa: E731
+    assert pct(overall["Overall Acc"]) == pytest.approx(v4["overall_leaderboard_absent_zero"], abs=5e-5)
+    assert pct(multi_turn["Multi Turn Overall Acc"]) == pytest.approx(v4["multi_turn_mean"], abs=5e-5)
+    for column, group in (("Non-Live AST Acc", "non_live"), ("Live Acc", "live"),
+                          ("Irrelevance Detection", "irrelevance")):  # fmt: skip
+        assert pct(overall[column]) == pytest.approx(v4["groups"][group]["accuracy"], abs=5e-5)
 
 
 @pytest.mark.slow

@@ -76,7 +76,7 @@ def run_benchmark(name: str, model: str, out: Path, url: str | None = None, serv
 
             categories = [c for c in (data or "").split(",") if c] or None
             result = run_bfcl(base_url, model_path(model), out / "bfcl", categories)
-            payload |= {"scores": result["scores"], "skipped_need_network": result["skipped_need_network"]}
+            payload |= {k: result[k] for k in ("scores", "v4", "partial", "skipped_need_network")}
         elif name == "finmcp":
             from .finmcp import derived_schemas, load_finmcp, openai_chat, run
 

@@ -32,7 +32,7 @@ def _tau2():
         from tau2.gym.gym_agent import AgentGymEnv
         from tau2.registry import registry
     except ImportError as exc:
-        raise ImportError("tau2-bench needs the `tau2` extra: `uv sync --locked --extra tau2`.") from exc
+        raise ImportError("tau2-bench needs the `tau2` extra: `uv sync --locked --inexact --extra tau2`.") from exc
     return registry, AgentGymEnv
 
 
