@@ -217,3 +217,20 @@ def test_judge_is_called_once_per_round_for_all_ended_turns(tok, tasks):
     trajs = c.collect(tasks, [0, 1, 2], ScriptedPolicy(tok, tasks))
     assert all(t.reward == pytest.approx(1.0) for t in trajs)
     assert calls == [3 * 2 * 2, 3 * 2 * 2]  # per turn: 3 episodes x 2 steps x 2 items, in one call
+
+
+def test_rows_of_both_roles_keep_the_engines_log_probs(tok, tasks):
+    """The sampler/trainer gap metric (`sampling/logp_gap_*`) reads each row's engine log-probs: caller and rehearsal
+    rows carry the generator's, one per completion token."""
+    policy = ScriptedPolicy(tok, tasks)
+
+    def with_logps(prompt_ids):
+        out, _ = policy(prompt_ids)
+        return out, [[-0.5 - k for k in range(len(ids))] for ids in out]
+
+    (t,) = collector(tok).collect(tasks[:1], [0], with_logps)
+    assert {r.role for r in t.rows} == {"caller", "simulator"}
+    for r in t.rows:
+        assert r.sampling_logps == [-0.5 - k for k in range(len(r.completion_ids))]
+    (t,) = collector(tok).collect(tasks[:1], [0], policy)  # HF generation: no engine log-probs
+    assert all(r.sampling_logps is None for r in t.rows)

@@ -302,6 +302,7 @@ class RehearsalCollector:
             turn_idx=t.user_turn,
             role=role,
             prompt_truncated=len(prompt_ids) > self.max_prompt_length,
+            sampling_logps=None if logps is None else list(logps),  # the sampler/trainer gap metric
         )
 
     # --- the loop ---
