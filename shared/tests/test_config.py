@@ -1,17 +1,18 @@
-"""Config loading: sections, one level of precedence, unknown names rejected with the valid ones, ${VAR}."""
+"""Config loading (OmegaConf): sections, one level of precedence, unknown names rejected with the valid ones,
+${oc.env:VAR} data locations, values typed to their fields."""
 
 import enum
 import typing
 from dataclasses import dataclass, field
 
 import pytest
+from omegaconf import OmegaConf
 
 from agentrl_shared.config import (
     ConfigError,
     ModelConfig,
     build_section,
     check_value,
-    expand_env_vars,
     load_config,
     parse_overrides,
 )
@@ -28,15 +29,47 @@ SECTIONS = {"env": Env, "model": ModelConfig}
 
 
 def test_overrides_parse_yaml_values_and_bare_keys():
-    out = parse_overrides(["env.max_turns=3", "seeds=[1, 2]", "name_or_path=smollm2-135m"], SECTIONS)
-    assert out == {"env": {"max_turns": 3, "seeds": [1, 2]}, "model": {"name_or_path": "smollm2-135m"}}
+    out = parse_overrides(
+        ["env.max_turns=3", "seeds=[1, 2]", "name_or_path=smollm2-135m", "attn_implementation="], SECTIONS
+    )
+    assert OmegaConf.to_container(out) == {
+        "env": {"max_turns": 3, "seeds": [1, 2]},
+        "model": {"name_or_path": "smollm2-135m", "attn_implementation": None},
+    }
 
 
 def test_exponent_floats_are_numbers_not_strings():
     # PyYAML's YAML 1.1 resolver reads `1e-4` as a string; configs and overrides read it as YAML 1.2 does
-    out = parse_overrides(["env.max_turns=1e-4", "env.seeds=[2E+3, -1.5e-2, .5e1]", "model.name_or_path=e5"], SECTIONS)
-    assert out["env"] == {"max_turns": 1e-4, "seeds": [2000.0, -0.015, 5.0]}
+    out = OmegaConf.to_container(parse_overrides(["env.max_turns=1e-4", "model.name_or_path=e5"], SECTIONS))
+    assert out["env"] == {"max_turns": 1e-4}
     assert out["model"] == {"name_or_path": "e5"}  # not a number: stays a string
+    # OmegaConf's YAML reads `2E+3` and `-1.5e-2` as numbers and the signless `.5e1` as a string; a float field
+    # takes all three as YAML 1.2 numbers
+    values = OmegaConf.to_container(parse_overrides(["env.seeds=[2E+3, -1.5e-2, .5e1]"], SECTIONS))["env"]["seeds"]
+    assert check_value("env", "seeds", values, list[float]) == [2000.0, -0.015, 5.0]
+
+
+def _write(tmp_path, text: str):
+    path = tmp_path / "cfg.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_overrides_are_set_over_the_yaml_in_order(tmp_path):
+    """YAML < command line (OmegaConf.update): a mapping replaces the file's, `section.key.sub=value` sets one entry."""
+
+    @dataclass
+    class Wide:
+        max_turns: int = 50
+        kwargs: dict = field(default_factory=dict)
+
+    path = _write(tmp_path, "env:\n  max_turns: 7\n  kwargs: {a: 1, b: 2}\n")
+    load = lambda overrides: load_config(path, overrides, {"env": Wide}, "agentrl_shared")["env"]  # noqa: E731
+    assert (load([]).max_turns, load([]).kwargs) == (7, {"a": 1, "b": 2})
+    assert load(["env.kwargs.b=3"]).kwargs == {"a": 1, "b": 3}
+    assert load(["env.kwargs={c: 4}"]).kwargs == {"c": 4}
+    assert load(["env.kwargs={c: 4}", "env.kwargs.b=3"]).kwargs == {"c": 4, "b": 3}
+    assert load(["max_turns=9"]).max_turns == 9
 
 
 def test_unknown_names_list_the_valid_ones():
@@ -50,12 +83,31 @@ def test_unknown_names_list_the_valid_ones():
         parse_overrides(["max_turns"], SECTIONS)
 
 
-def test_env_var_expansion(monkeypatch):
+def test_env_var_interpolation(monkeypatch, tmp_path):
+    """`${oc.env:VAR}` (OmegaConf's resolver) for data locations, `${oc.env:VAR,default}`, `${section.key}`; an unset
+    variable is one line naming what to export."""
     monkeypatch.setenv("MY_DATA", "/data/x")
-    assert expand_env_vars("path: ${MY_DATA}/games", "cfg") == "path: /data/x/games"
+    path = _write(
+        tmp_path,
+        "env:\n  name: ${oc.env:MY_DATA}/games\nmodel:\n  name_or_path: ${oc.env:NO_SUCH_VAR,m}-${env.name}\n",
+    )
+    cfg = load_config(path, [], SECTIONS, "agentrl_shared")
+    assert (cfg["env"].name, cfg["model"].name_or_path) == ("/data/x/games", "m-/data/x/games")
+    assert (
+        load_config(path, ["env.name=${oc.env:MY_DATA}/other"], SECTIONS, "agentrl_shared")["env"].name
+        == "/data/x/other"
+    )
     monkeypatch.delenv("MY_DATA")
-    with pytest.raises(ConfigError, match="needs the data location.*MY_DATA"):
-        expand_env_vars("path: ${MY_DATA}", "cfg")
+    with pytest.raises(ConfigError, match=r"cfg.yaml needs the data location\(s\) MY_DATA: `export MY_DATA=") as exc:
+        load_config(path, [], SECTIONS, "agentrl_shared")
+    assert "\n" not in str(exc.value) and len(str(exc.value)) < 200
+    old_style = _write(tmp_path, "env:\n  name: ${MY_DATA}/games\n")  # a key reference in OmegaConf, not a variable
+    with pytest.raises(
+        ConfigError, match=r"env.name: Interpolation key 'MY_DATA' not found \(an environment variable is"
+    ):
+        load_config(old_style, [], SECTIONS, "agentrl_shared")
+    with pytest.raises(ConfigError, match=r"env.name: .*BRACE_CLOSE"):
+        load_config(_write(tmp_path, "env:\n  name: ${oc.env:MY_DATA\n"), [], SECTIONS, "agentrl_shared")
 
 
 class Strategy(enum.Enum):
@@ -106,5 +158,22 @@ def test_a_value_of_the_wrong_type_or_range_is_one_line(key, value, hint, words)
 def test_malformed_yaml_is_one_line_with_its_place(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("env:\n  max_turns: [1\n")
-    with pytest.raises(ConfigError, match=r"bad.yaml is not valid YAML at line 3, column 1: expected ','"):
+    with pytest.raises(ConfigError, match=r"bad.yaml is not valid YAML at line 3, column 1: .*expected ','"):
         load_config(str(bad), [], SECTIONS, "agentrl_shared")
+
+
+@pytest.mark.parametrize(
+    ("text", "overrides", "words"),
+    [
+        ("- 1\n", [], "must be a mapping of sections"),
+        ("3\n", [], "must be a mapping of sections"),
+        ("env: 3\n", [], "section 'env' must be a mapping of keys"),
+        ("env:\n  max_turns: 1\n  max_turns: 2\n", [], "found duplicate key"),
+        ("env: {}\n", ["env.max_turns=[1"], "its value is not valid YAML"),
+        ("env: {}\n", ["env.max_turns=abc"], "env.max_turns='abc' is not an integer"),
+    ],
+)
+def test_bad_files_and_overrides_are_one_line(tmp_path, text, overrides, words):
+    with pytest.raises(ConfigError) as exc:
+        load_config(_write(tmp_path, text), overrides, SECTIONS, "agentrl_shared")
+    assert words in str(exc.value) and "\n" not in str(exc.value) and len(str(exc.value)) < 200

@@ -20,9 +20,15 @@ from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 
-import yaml
-
-from .config import ConfigError, LaunchConfig, build_section, parse_overrides, resolve_config_path, to_dict
+from .config import (
+    ConfigError,
+    LaunchConfig,
+    build_section,
+    merge_config,
+    resolve_config_path,
+    section_values,
+    to_dict,
+)
 from .provenance import redact
 
 
@@ -375,9 +381,8 @@ def launch_size(config: str, package: str, overrides: list[str] = ()) -> LaunchC
     """A config's `launch:` section with the command line's `launch.*` overrides, read without expanding its
     `${...}` data locations (a launch command needs none), so `reproduce --dry-run` plans on any machine."""
     path = resolve_config_path(config, package)
-    raw = yaml.safe_load(path.read_text()) or {}
-    cli = parse_overrides([o for o in overrides if o.startswith("launch.")], {"launch": LaunchConfig})["launch"]
-    size = build_section(LaunchConfig, {**(raw.get("launch") or {}), **cli}, f"{path} (section 'launch')")
+    cfg = merge_config(path, [o for o in overrides if o.startswith("launch.")], {"launch": LaunchConfig})
+    size = build_section(LaunchConfig, section_values(cfg, "launch", path), f"{path} (section 'launch')")
     if size.num_processes % size.num_machines:
         raise ConfigError(f"{path}: launch.num_processes {size.num_processes} is not a multiple of launch.num_machines "
                           f"{size.num_machines} (accelerate starts num_processes / num_machines on each machine).")  # fmt: skip

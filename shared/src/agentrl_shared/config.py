@@ -1,8 +1,19 @@
-"""YAML + `key=value` configuration into dataclasses, with one level of precedence.
+"""YAML + `key=value` configuration into dataclasses, with one level of precedence, on OmegaConf.
 
-dataclass defaults (the paper) < YAML file < command-line overrides. Top-level YAML sections map to dataclasses
-(`trainer:` to the package's GRPOConfig subclass, `env:` to its EnvConfig, `model:` to `ModelConfig`). Unknown
-sections or keys are errors that list the valid names.
+dataclass defaults (the paper) < YAML file < command-line overrides. OmegaConf reads the YAML (`OmegaConf.load`),
+parses each `key=value` override as a dotlist (`OmegaConf.from_dotlist`, the value read as YAML) and sets it over the
+file's (`OmegaConf.update`: a value replaces the file's, a mapping too; `section.key.sub=value` sets one entry of a
+mapping); `${oc.env:VAR}` / `${oc.env:VAR,default}` read environment variables (data locations in paper configs) and
+`${section.key}` another value, resolved at load. Top-level sections map to dataclasses (`trainer:` to the
+package's GRPOConfig subclass, `env:` to its EnvConfig, `model:` to `ModelConfig`); unknown sections or keys are
+errors that name the close matches, and every value is parsed to its field's type with its range checked
+(`check_value`), in one line.
+
+OmegaConf's typed ("structured") configs are not the type check: OmegaConf 2.4 converts strings where a field wants
+a number or a bool (`max_turns: "3"` becomes 3, `bf16: yes` True) and has no ranges, so `check_value` checks every
+value against its dataclass field's annotation on top, strictly (an integer is no bool and no string), with the
+lower bounds of `MINIMUM`, in one line. The dataclasses are then built as `HfArgumentParser.parse_dict` (TRL's
+`TrlParser`) builds them, `cls(**values)`; `parse_dict` itself checks no value's type.
 """
 
 import dataclasses
@@ -17,21 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-
-
-class _Loader(yaml.SafeLoader):
-    """YAML with YAML 1.2 floats: `1e-5` is the number 1e-05 (PyYAML's YAML 1.1 resolver reads it as a string)."""
-
-
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
-    list("-+0123456789."),
-)
-
-
-def _yaml(text: str):
-    return yaml.load(text, Loader=_Loader)  # noqa: S506 (a SafeLoader subclass)
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import InterpolationResolutionError, OmegaConfBaseException
 
 
 @dataclass
@@ -116,6 +114,9 @@ def _describe(hint) -> str:
 
 
 _REJECT = object()
+# a YAML 1.2 float with an exponent (`1e-5`, `.5e1`); OmegaConf's YAML resolver reads all but the signless `.5e1` form
+# as numbers already
+_YAML12_FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$")
 
 
 def _typed(value, hint):
@@ -145,6 +146,8 @@ def _typed(value, hint):
     if hint is int:
         return value if isinstance(value, int) and not isinstance(value, bool) else _REJECT
     if hint is float:
+        if isinstance(value, str) and _YAML12_FLOAT.match(value):  # `.5e1`: OmegaConf's YAML reads it as a string
+            return float(value)
         return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else _REJECT
     if hint is str:
         return value if isinstance(value, str) else _REJECT
@@ -181,16 +184,16 @@ def resolve_config_path(name_or_path: str, package: str) -> Path:
     raise ConfigError(f"Config {name_or_path!r} is neither a .yaml file nor one of {package}'s configs; {hint}")
 
 
-def parse_overrides(overrides: list[str], sections: dict[str, type]) -> dict[str, dict]:
-    """`section.key=value` or `key=value` (when `key` belongs to exactly one section); values parsed as YAML."""
-    out: dict[str, dict] = {name: {} for name in sections}
+def _overrides(overrides: list[str], sections: dict[str, type]) -> list[tuple[str, typing.Any]]:
+    """`(section.key, value)` of each override, in order: `section.key=value`, or `key=value` when `key` belongs to
+    exactly one section; the value parsed as YAML by `OmegaConf.from_dotlist` (`key=` is null)."""
+    out = []
     for item in overrides:
         if "=" not in item:
             raise ConfigError(f"Override {item!r} is not of the form key=value (e.g. trainer.learning_rate=1e-5).")
         key, raw = item.split("=", 1)
-        value = _yaml(raw) if raw != "" else None
         if "." in key:
-            section, name = key.split(".", 1)
+            section = key.split(".", 1)[0]
             if section not in sections:
                 raise _unknown("section", section, sorted(sections), f"override {item!r}")
         else:
@@ -200,20 +203,93 @@ def parse_overrides(overrides: list[str], sections: dict[str, type]) -> dict[str
                     raise ConfigError(f"Override key {key!r} is ambiguous; prefix it with one of {', '.join(owners)}.")
                 all_keys = sorted({k for cls in sections.values() for k in _valid_keys(cls)})
                 raise _unknown("key", key, all_keys, f"override {item!r}")
-            section, name = owners[0], key
-        out[section][name] = value
+            key = f"{owners[0]}.{key}"
+        try:
+            value = OmegaConf.to_container(OmegaConf.from_dotlist([f"{key}={raw}"]), resolve=False)
+        except yaml.YAMLError:
+            raise ConfigError(
+                f"Override {item!r}: its value is not valid YAML (quote it, or close its brackets)."
+            ) from None
+        except OmegaConfBaseException as exc:
+            raise ConfigError(f"Override {item!r}: {_first_line(exc)}.") from None
+        for part in key.split("."):
+            value = value[part]
+        out.append((key, value))
     return out
 
 
-def expand_env_vars(text: str, where: str) -> str:
-    """Replace `${NAME}` with the environment variable NAME (data locations in paper configs); unset is an error."""
-    missing = sorted({m for m in re.findall(r"\$\{(\w+)\}", text) if m not in os.environ})
-    if missing:
-        raise ConfigError(
-            f"{Path(where).name} needs the data location(s) {', '.join(missing)}: `export {missing[0]}=/path/to/data` "
-            "(shared/README.md says where each dataset comes from)."
-        )
-    return re.sub(r"\$\{(\w+)\}", lambda m: os.environ[m.group(1)], text)
+def apply_overrides(cfg: DictConfig, overrides: list[str], sections: dict[str, type]) -> DictConfig:
+    """`cfg` with the overrides set in order (`OmegaConf.update`): a value replaces the one there (a mapping too),
+    `section.key.sub=value` sets one entry of a mapping field; interpolations stay unresolved."""
+    for key, value in _overrides(overrides, sections):
+        try:
+            OmegaConf.update(cfg, key, value, merge=False)
+        except OmegaConfBaseException as exc:
+            raise ConfigError(f"Override {key}={value!r}: {_first_line(exc)}.") from None
+    return cfg
+
+
+def parse_overrides(overrides: list[str], sections: dict[str, type]) -> DictConfig:
+    """The overrides alone, as an OmegaConf config with every section."""
+    return apply_overrides(OmegaConf.create({name: {} for name in sections}), overrides, sections)
+
+
+def _first_line(exc: Exception) -> str:
+    """OmegaConf's message without its `full_key:` / `object_type=` lines."""
+    return str(exc).splitlines()[0].rstrip(".")
+
+
+def read_yaml(path: Path) -> DictConfig:
+    """A config file as an OmegaConf config, its interpolations (`${oc.env:VAR}`) not yet resolved; malformed YAML or
+    interpolation syntax is one line with its place."""
+    try:
+        raw = OmegaConf.load(path)
+    except yaml.YAMLError as exc:
+        if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
+            mark = exc.problem_mark
+            raise ConfigError(
+                f"{path} is not valid YAML at line {mark.line + 1}, column {mark.column + 1}: {exc.problem}."
+            ) from None
+        raise ConfigError(f"{path} is not valid YAML: {exc}.") from None
+    except OmegaConfBaseException as exc:  # e.g. an unclosed `${`
+        raise ConfigError(f"{path}: {exc.full_key}: {_first_line(exc)}.") from None
+    except OSError as exc:  # OmegaConf.load's "Invalid loaded object type" for a file that is one scalar
+        raise ConfigError(f"{path} must be a mapping of sections ({exc}).") from None
+    if not isinstance(raw, DictConfig):
+        raise ConfigError(f"{path} must be a mapping of sections, not a list.")
+    return raw
+
+
+def merge_config(path: Path, overrides: list[str], sections: dict[str, type]) -> DictConfig:
+    """The YAML file with the command line's overrides applied over it (`apply_overrides`), unresolved."""
+    raw = read_yaml(path)
+    for section, values in raw.items():
+        if section in sections and values is not None and not isinstance(values, DictConfig):
+            raise ConfigError(f"{path}: section {section!r} must be a mapping of keys, not {values!r}.")
+    return apply_overrides(raw, overrides, sections)
+
+
+_ENV = re.compile(r"\$\{oc\.env:([A-Za-z_]\w*)\}")  # an environment variable without a default
+
+
+def section_values(cfg: DictConfig, section: str, path: Path) -> dict:
+    """One section of a merged config as plain values, its interpolations resolved; an unset environment variable
+    (a data location) is one line that says what to export."""
+    node = cfg.get(section)
+    if node is None:
+        return {}
+    try:
+        return OmegaConf.to_container(node, resolve=True)
+    except InterpolationResolutionError as exc:
+        text = str(OmegaConf.to_container(node, resolve=False))
+        missing = sorted({m for m in _ENV.findall(text) if m not in os.environ})
+        if missing:
+            raise ConfigError(
+                f"{path.name} needs the data location(s) {', '.join(missing)}: `export {missing[0]}=/path/to/data` "
+                "(shared/README.md says where each dataset comes from)."
+            ) from None
+        hint = " (an environment variable is ${oc.env:NAME})" if "not found" in str(exc) else ""
+        raise ConfigError(f"{path.name}: {exc.full_key}: {_first_line(exc)}{hint}.") from None
 
 
 def build_section(cls: type, values: dict, where: str, section: str | None = None):
@@ -231,36 +307,18 @@ def build_section(cls: type, values: dict, where: str, section: str | None = Non
         raise ConfigError(f"{where}: {exc}") from exc
 
 
-def read_yaml(path: Path) -> dict:
-    """A config file's sections, its `${VAR}` data locations expanded; malformed YAML is one line with its place."""
-    try:
-        raw = _yaml(expand_env_vars(path.read_text(), str(path))) or {}
-    except yaml.YAMLError as exc:
-        if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
-            mark = exc.problem_mark
-            raise ConfigError(
-                f"{path} is not valid YAML at line {mark.line + 1}, column {mark.column + 1}: {exc.problem}."
-            ) from None
-        raise ConfigError(f"{path} is not valid YAML: {exc}.") from None
-    return raw
-
-
 def load_config(name_or_path: str, overrides: list[str], sections: dict[str, type], package: str) -> dict:
     """Load a package config: returns `{section: dataclass instance}` plus `"_source"`, the resolved YAML path."""
     path = resolve_config_path(name_or_path, package)
-    raw = read_yaml(path)
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path} must be a mapping of sections ({', '.join(sections)}).")
-    for section in raw:
+    cfg = merge_config(path, overrides, sections)
+    for section in cfg:
         if section not in sections:
             raise _unknown("section", section, sorted(sections), str(path))
-    cli = parse_overrides(overrides, sections)
+    values = {section: section_values(cfg, section, path) for section in sections}  # data locations first
     resolved: dict = {"_source": str(path)}
     for section, cls in sections.items():
-        values = dict(raw.get(section) or {})
-        values.update(cli[section])
         resolved[section] = build_section(
-            cls, values, f"{path.name} (section {section!r}) or the command line", section
+            cls, values[section], f"{path.name} (section {section!r}) or the command line", section
         )
     return resolved
 
@@ -291,10 +349,13 @@ def _jsonable(value):
 __all__ = [
     "ConfigError",
     "ModelConfig",
+    "apply_overrides",
     "build_section",
     "check_value",
     "load_config",
+    "merge_config",
     "parse_overrides",
     "read_yaml",
+    "section_values",
     "to_dict",
 ]

@@ -17,7 +17,7 @@ class EvalConfig:
     """The `run` section of an eval config: one field per `vitabench2 run` option (see `vitabench2 run --help`).
 
     API keys are never part of a config (they would land in `results.json`): the user and judge read
-    `$OPENAI_API_KEY`, as with `run`. `${VAR}` in the YAML is the environment variable VAR (endpoints, data folders).
+    `$OPENAI_API_KEY`, as with `run`. `${oc.env:VAR}` in the YAML is the environment variable VAR (endpoints, data folders).
     """
 
     agent: str = "transformers:smollm2-135m"
