@@ -177,3 +177,34 @@ def test_bad_files_and_overrides_are_one_line(tmp_path, text, overrides, words):
     with pytest.raises(ConfigError) as exc:
         load_config(_write(tmp_path, text), overrides, SECTIONS, "agentrl_shared")
     assert words in str(exc.value) and "\n" not in str(exc.value) and len(str(exc.value)) < 200
+
+
+def test_model_lora_section_from_yaml_and_overrides(tmp_path):
+    from agentrl_shared.lora import LoraSettings, peft_config
+
+    path = tmp_path / "c.yaml"
+    path.write_text("model:\n  lora: {r: 4, target_modules: [q_proj, v_proj]}\n")
+    cfg = load_config(str(path), ["model.lora.alpha=32", "model.lora.r=8"], SECTIONS, "agentrl_shared")
+    assert cfg["model"].lora == LoraSettings(r=8, alpha=32.0, target_modules=["q_proj", "v_proj"])
+    lora = peft_config(cfg["model"].lora)
+    assert (lora.r, lora.lora_alpha, lora.lora_dropout, lora.target_modules) == (8, 32.0, 0.0, {"q_proj", "v_proj"})
+    assert peft_config(load_config(str(path), ["model.lora.r=0"], SECTIONS, "agentrl_shared")["model"].lora) is None
+
+
+@pytest.mark.parametrize(
+    ("override", "words"),
+    [
+        ("model.lora.r=-1", "model.lora.r=-1 must be at least 0"),
+        ("model.lora.r=abc", "model.lora.r='abc' is not an integer"),
+        ("model.lora.dropout=1.5", "model.lora.dropout=1.5 must be in [0, 1)"),
+        ("model.lora.alpha=0", "model.lora.alpha=0.0 must be positive"),
+        ("model.lora.rank=8", "Unknown LoraSettings key 'rank'"),
+        ("model.lora=3", "model.lora=3 is not a mapping"),
+    ],
+)
+def test_bad_lora_values_are_one_line(tmp_path, override, words):
+    path = tmp_path / "c.yaml"
+    path.write_text("model: {}\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(str(path), [override], SECTIONS, "agentrl_shared")
+    assert words in str(err.value) and "\n" not in str(err.value)

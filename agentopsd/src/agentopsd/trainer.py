@@ -75,8 +75,9 @@ class AgentOPSDTrainer(MultiTurnGRPOTrainer):
         train_tasks: list[dict],
         processing_class=None,
         callbacks=None,
+        peft_config=None,
     ):
-        super().__init__(model, args, env_config, train_tasks, processing_class, callbacks)
+        super().__init__(model, args, env_config, train_tasks, processing_class, callbacks, peft_config)
         # the teacher's prompt of every row: the same turn with the skill block (`build_teacher_batch`), recorded
         # by the collector, tokenised and left-truncated like the student's
         self._build_collectors(

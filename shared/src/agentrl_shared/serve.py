@@ -140,11 +140,12 @@ class ChatModel:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        from .lora import load_model
         from .models import model_path
 
         path = model_path(model)
         self.tokenizer = AutoTokenizer.from_pretrained(path)
-        self.model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype)).eval()
+        self.model = load_model(path, AutoModelForCausalLM, dtype=getattr(torch, dtype)).eval()  # LoRA: merged
         self.native_tools = "tools" in (self.tokenizer.chat_template or "")
         self.max_input_tokens, self.max_new_tokens = max_input_tokens, max_new_tokens
         self.lock = threading.Lock()

@@ -100,6 +100,32 @@ def launch_two_ranks(out: Path, script_args: list[str], timeout: int = 1200, dee
     return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
 
 
+def check_lora_two_ranks(package: str, out: Path, overrides: list[str], timeout: int = 900) -> None:
+    """`<package> train --config smoke model.lora.r=8` on 2 CPU processes under ZeRO-3 (`agentrl_shared.lora_check`
+    records each rank's policy before and after training). Checks: the policy is a PEFT model, only adapter tensors
+    (`lora_`) changed, every `lora_B` (zero at initialisation) moved, the base weights are bit-identical, and both
+    ranks hold bit-identical parameters before and after."""
+    import torch
+
+    ds = files("agentrl_shared") / "accelerate" / "ds_zero3.json"
+    args = ["-m", "agentrl_shared.lora_check", package, str(out), "model.lora.r=8", f"trainer.deepspeed={ds}",
+            *overrides]  # fmt: skip
+    proc = launch_two_ranks(out, args, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    before, after = ([torch.load(out / f"rank{r}_{tag}.pt") for r in range(2)] for tag in ("before", "after"))
+    for states in (before, after):
+        assert states[0].keys() == states[1].keys()
+        differ = [k for k in states[0] if not torch.equal(states[0][k], states[1][k])]
+        assert differ == [], f"the ranks disagree on {differ[:5]}"
+    start, end = before[0], after[0]
+    assert start.keys() == end.keys() and any(".base_layer." in k for k in start), sorted(start)[:5]
+    changed = {k for k in start if not torch.equal(start[k], end[k])}
+    base_changed = sorted(k for k in changed if "lora_" not in k)
+    assert base_changed == [], f"base weights changed: {base_changed[:5]}"
+    lora_b = {k for k in start if "lora_B" in k}
+    assert lora_b and lora_b <= changed, f"adapters that did not move: {sorted(lora_b - changed)[:5]}"
+
+
 def help_flags(main: Callable[[list[str]], None], command: str) -> set[str]:
     """The `--flags` that `<pkg> <command> --help` lists, `--help` itself left out."""
     out = io.StringIO()

@@ -31,6 +31,7 @@ from .cadence import GroupedTaskSampler, RolloutCadence, rollout_lr_factor
 from .envs import make_env
 from .envs.pool import EnvPool
 from .generation import matched_vllm_engine, sampling_overrides, sync_vllm_weights, trainer_generate_fn
+from .lora import adapters_disabled
 from .rollout import (
     Episode,
     RolloutCollector,
@@ -158,7 +159,8 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
     Everything else (generation back ends incl. vLLM, weight sync, ZeRO-3, logging, checkpoints) is inherited.
     """
 
-    def __init__(self, model, args, env_config, train_items: list, processing_class=None, callbacks=None):
+    def __init__(self, model, args, env_config, train_items: list, processing_class=None, callbacks=None,
+                 peft_config=None):  # fmt: skip
         if args.use_vllm and args.vllm_importance_sampling_correction:  # before any model loads
             raise ValueError(
                 f"{type(self).__name__} does not compute TRL's vLLM importance-sampling ratio (the reference loss "
@@ -182,6 +184,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
                 train_dataset=dataset,
                 processing_class=processing_class,
                 callbacks=callbacks,
+                peft_config=peft_config,  # `model.lora` (`agentrl_shared.lora.peft_config`): TRL wraps the policy
             )
         if self.episodes_per_rank % self.num_generations != 0:
             raise ValueError(
@@ -342,6 +345,14 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         attention_mask = torch.cat([prompt_mask, completion_mask], dim=1)
         logps, _, _ = self._get_per_token_logps_and_entropies(model, input_ids, attention_mask, completion_ids.size(1))
         return logps  # (B, C)
+
+    def _ref_logps(self, prompt_ids, prompt_mask, completion_ids, completion_mask) -> Tensor:
+        """(B, C) log-probs of the KL reference: TRL's `ref_model`, or with LoRA (TRL builds none) the policy with its
+        adapters disabled, i.e. the base model (TRL `_generate_and_score_completions`, `use_adapter(model, None)`)."""
+        if self.ref_model is not None:
+            return self._logps(self.ref_model, prompt_ids, prompt_mask, completion_ids, completion_mask)
+        with adapters_disabled(self.model):
+            return self._logps(self.model, prompt_ids, prompt_mask, completion_ids, completion_mask)
 
     def _policy_forward(self, model, inputs: dict) -> tuple[Tensor, Tensor]:
         """One forward of the policy being trained, with grad: (B, C) log-probs and entropies of the completion."""
@@ -508,7 +519,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
                     self.timings["logp_gap_s"] += time.perf_counter() - t0
                 if self.beta != 0.0:
                     t0 = time.perf_counter()
-                    batch["ref_per_token_logps"] = self._logps(self.ref_model, *ids)
+                    batch["ref_per_token_logps"] = self._ref_logps(*ids)
                     self.timings["ref_logps_s"] += time.perf_counter() - t0
             self._extra_forwards(micro_batches, indices, all_rows, plan)
 

@@ -210,6 +210,7 @@ def train(cfg: dict, method: str = "run", output: Path = Path("runs/skillrise"))
     from transformers import AutoTokenizer
 
     from agentrl_shared.evaluation import write_results
+    from agentrl_shared.lora import peft_config
     from agentrl_shared.models import model_path
 
     from .trainer import SkillRiseTrainer
@@ -235,7 +236,9 @@ def train(cfg: dict, method: str = "run", output: Path = Path("runs/skillrise"))
             for mode, groups in draw().items()
         }
 
-    trainer = SkillRiseTrainer(path, args, env, train_groups(cfg), processing_class=tok)
+    trainer = SkillRiseTrainer(
+        path, args, env, train_groups(cfg), processing_class=tok, peft_config=peft_config(model_cfg.lora)
+    )
     warn_launch_size(cfg, trainer)
     run = run_training(trainer, evaluate, eval_headline, out, eval_every=env.eval_every,
                        eval_before_train=env.eval_before_train,

@@ -101,9 +101,10 @@ class SkillRiseTrainer(MultiTurnGRPOTrainer):
         train_groups: list[list[dict]],
         processing_class=None,
         callbacks=None,
+        peft_config=None,
     ):
         self.group_size_k = args.group_size_k  # read by `_max_rows_per_item` inside the base constructor
-        super().__init__(model, args, env_config, train_groups, processing_class, callbacks)
+        super().__init__(model, args, env_config, train_groups, processing_class, callbacks, peft_config)
         # one pool for rollouts and evaluation chunks: one slot per trial of the rank
         self.pool = EnvPool(
             make_env_factory(env_config),
