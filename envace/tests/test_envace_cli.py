@@ -26,6 +26,8 @@ FLAGS = {
         "--user-is-policy",
         "--num-tasks",
         "--max-steps",
+        "--rehearsal",
+        "--rehearsal-mode",
     },
     "reproduce": {"--scale", "--seeds", "--output", "--dry-run", "--machine-rank", "--main-process-ip"},
     "report": {"--runs", "--readme"},

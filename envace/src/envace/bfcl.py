@@ -157,9 +157,13 @@ def evaluate(root: Path, categories: list[str], model: str = HANDLER, project: P
 
 
 def run_bfcl(base_url: str, checkpoint: str, root: Path, categories: list[str] | None = None,
-             ids: dict[str, list[str]] | None = None, project: Path = PROJECT, num_threads: int = 1) -> dict:  # fmt: skip
+             ids: dict[str, list[str]] | None = None, project: Path = PROJECT, num_threads: int = 1,
+             rehearsal: dict | None = None) -> dict:  # fmt: skip
     """Generate with the served checkpoint and evaluate. `ids` (category -> test ids) restricts the run to a slice
-    (BFCL's `--run-ids`, scored with `--partial-eval`). Writes `root/results.json` (scores + skipped categories)."""
+    (BFCL's `--run-ids`, scored with `--partial-eval`). `rehearsal` (budget, mode, temperature, top_p, max_steps,
+    max_tokens): generate through `bfcl/rehearse.py`, BFCL's Qwen3 FC handler with test-time private rehearsal
+    (`tts_chat.PrivateRehearsal`; attempts logged to `root/rehearsals.jsonl`). Writes `root/results.json` (scores,
+    V4 summary, skipped categories)."""
     categories = categories or (list(ids) if ids else OFFLINE)
     bad = [c for c in categories if c in NEEDS_NETWORK]
     if bad:
@@ -174,9 +178,14 @@ def run_bfcl(base_url: str, checkpoint: str, root: Path, categories: list[str] |
         gen += ["--run-ids"]
     else:
         gen += ["--test-category", ",".join(categories)]
-    bfcl(gen, root, project, env={"REMOTE_OPENAI_BASE_URL": base_url, "HF_HUB_OFFLINE": "1"})
+    env = {"REMOTE_OPENAI_BASE_URL": base_url, "HF_HUB_OFFLINE": "1"}
+    if rehearsal:
+        gen = [str(project / "rehearse.py"), *gen]
+        env["ENVACE_REHEARSAL"] = json.dumps({**rehearsal, "log": str((root / "rehearsals.jsonl").resolve())})
+    bfcl(gen, root, project, env=env)
     per_category = evaluate(root, categories, project=project, partial=bool(ids))
     result = {"handler": HANDLER, "checkpoint": str(checkpoint), "categories": categories, "scores": per_category,
-              "v4": v4_summary(per_category), "partial": bool(ids), "skipped_need_network": NEEDS_NETWORK}  # fmt: skip
+              "v4": v4_summary(per_category), "partial": bool(ids), "rehearsal": rehearsal,
+              "skipped_need_network": NEEDS_NETWORK}  # fmt: skip
     (root / "results.json").write_text(json.dumps(result, indent=2) + "\n")
     return result

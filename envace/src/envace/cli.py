@@ -187,6 +187,7 @@ def evaluate_model(cfg: dict, method: str = "eval", output: Path = Path("runs/en
     from agentrl_shared.generation import HFGenerator, load_eval_model
     from agentrl_shared.models import model_path
 
+    from . import tts_chat
     from .trainer import make_collector
     from .tts import rehearse_then_execute
 
@@ -200,6 +201,8 @@ def evaluate_model(cfg: dict, method: str = "eval", output: Path = Path("runs/en
     model = load_eval_model(path, model_cfg.dtype, args.use_cpu)  # on the GPU when there is one
     panel, seeds = _tasks(cfg, "eval", tok), env.eval_seeds
     generate = HFGenerator(model, tok, args.max_completion_length, env.eval_temperature, env.eval_top_p)
+    # the N private rehearsals of --tts sample (tts_chat: official val_kwargs), so that they differ
+    sampled = HFGenerator(model, tok, args.max_completion_length, tts_chat.TEMPERATURE, tts_chat.TOP_P)
     collector = make_collector(args, env, tok, env.eval_tool_return_mode)
     log = out / "episodes.jsonl"
     done = (
@@ -216,7 +219,7 @@ def evaluate_model(cfg: dict, method: str = "eval", output: Path = Path("runs/en
                 trajs = collector.collect(batch, list(range(len(batch))), generate)
             else:
                 rehearsal = make_collector(args, env, tok, "agent", judged=False)
-                trajs = rehearse_then_execute(batch, generate, rehearsal, collector, tts, args.tts_budget)
+                trajs = rehearse_then_execute(batch, generate, rehearsal, collector, tts, args.tts_budget, sampled)
             records = [trajectory_record(t, seed) for t in trajs]
             for r in records:
                 append_jsonl(log, r)
@@ -313,6 +316,11 @@ def reproduce(
                 "README")  # fmt: skip
 
 
+def budgets(text: str) -> list[int]:
+    """`--rehearsal 0,2,4` -> [0, 2, 4]."""
+    return [int(n) for n in text.split(",")]
+
+
 def main(argv: list[str] | None = None) -> None:
     from .data import DataError
     from .reward import JudgeUnavailable
@@ -328,7 +336,8 @@ def main(argv: list[str] | None = None) -> None:
                    "serve model.name_or_path in process on CPU")  # fmt: skip
     q.add_argument("--served-model", default=None, help="--benchmark: model id at --endpoint")
     q.add_argument("--data", default=None, help="--benchmark: finmcp file/folder, vitabench tasks, comma-separated "
-                   "bfcl categories, or comma-separated tau2 domains (default airline,retail,telecom)")  # fmt: skip
+                   "bfcl categories (or a .json file {category: [test ids]}: a slice), or comma-separated tau2 "
+                   "domains (default airline,retail,telecom)")  # fmt: skip
     q.add_argument("--max-new-tokens", type=int, default=None, help="--benchmark: completion cap")
     q.add_argument("--harness-args", default="", help="--benchmark vitabench: extra vitabench2 run flags")
     q.add_argument("--user-endpoint", default=None, help="--benchmark tau2/vitabench: the user simulator's "
@@ -343,6 +352,11 @@ def main(argv: list[str] | None = None) -> None:
         "--num-tasks", type=int, default=None, help="--benchmark tau2: first N tasks per domain (default all)"
     )
     q.add_argument("--max-steps", type=int, default=200, help="--benchmark tau2: message cap per episode (tau2's 200)")
+    q.add_argument("--rehearsal", type=budgets, default=None, metavar="N[,N...]",
+                   help="--benchmark tau2/bfcl: test-time private rehearsal budgets, e.g. 0,2,4 (0 = none): one run "
+                   "each, and the budget-vs-score table (rehearsal_budget.md)")  # fmt: skip
+    q.add_argument("--rehearsal-mode", default="parallel", choices=["parallel", "sequential"],
+                   help="--benchmark tau2/bfcl: independent rehearsals, or each seeing the earlier ones' memory")  # fmt: skip
     ns = parse_args(parser, subs, argv)
     setup_logging()
 
@@ -361,7 +375,8 @@ def main(argv: list[str] | None = None) -> None:
             model = load(ns.config, ns.overrides)["model"].name_or_path
             run_benchmark(ns.benchmark, model, ns.output / "benchmarks", ns.endpoint, ns.served_model, ns.data,
                           ns.harness_args.split(), ns.max_new_tokens, ns.user_endpoint, ns.user_model, ns.num_tasks,
-                          ns.max_steps, ns.judge_endpoint, ns.judge_model, ns.user_is_policy)  # fmt: skip
+                          ns.max_steps, ns.judge_endpoint, ns.judge_model, ns.user_is_policy, ns.rehearsal,
+                          ns.rehearsal_mode)  # fmt: skip
         else:
             evaluate_model(load(ns.config, ns.overrides), ns.method, ns.output, ns.tts)
 

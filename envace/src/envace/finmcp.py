@@ -189,7 +189,7 @@ def predict_sample(sample: dict, chat, tools: list[dict], max_tool_num: int = MA
 
 
 def openai_chat(base_url: str, model: str, max_tokens: int = 4096, temperature: float = 0.0, timeout: float = 600.0,
-                enable_thinking: bool | None = None):  # fmt: skip
+                enable_thinking: bool | None = None, top_p: float | None = None):  # fmt: skip
     """`chat(messages, tools) -> assistant message` over an OpenAI-compatible endpoint (vLLM, `agentrl_shared.serve`)."""
     import httpx
 
@@ -198,6 +198,8 @@ def openai_chat(base_url: str, model: str, max_tokens: int = 4096, temperature: 
     def chat(messages: list[dict], tools: list[dict]) -> dict:
         body = {"model": model, "messages": messages, "tools": tools, "max_tokens": max_tokens,
                 "temperature": temperature}  # fmt: skip
+        if top_p is not None:
+            body["top_p"] = top_p
         if enable_thinking is not None:
             body["chat_template_kwargs"] = {"enable_thinking": enable_thinking}
         resp = client.post("/chat/completions", json=body)

@@ -88,17 +88,69 @@ def bench_block(path: Path) -> str:
     return f"{table}\n\n{b['config']}; {where}; commit {b['commit']}"
 
 
+def _rehearsal_metrics(payload: dict, scores: dict) -> list[tuple[str, float | None]]:
+    """(metric, fraction) of one budget's scores: tau2's pass^1 and average reward (means over the domains), BFCL's
+    V4 multi-turn mean and overall over the offline groups (`bfcl.v4_summary`)."""
+    if payload["benchmark"] == "tau2":
+        mean = scores["scores"]["mean_over_domains"]
+        return [("pass^1, mean over domains", mean["pass^1"]), ("avg reward, mean over domains", mean["avg_reward"])]
+    v4 = scores["v4"]
+    missing = v4["groups"]["multi_turn"]["missing"]
+    label = "BFCL V4 multi-turn mean" + (f" ({4 - len(missing)} of 4 categories)" if missing else "")
+    return [(label + (", partial slice" if scores["partial"] else ""), v4["multi_turn_mean"]),
+            ("BFCL V4 overall, offline groups (weights 10/10/10/30 renormalised)", v4["overall_offline"])]  # fmt: skip
+
+
+def rehearsal_table(payloads: list[dict]) -> str:
+    """Budget vs score of test-time private rehearsal on tau2 / BFCL (`envace eval --benchmark B --rehearsal N,...`
+    results payloads); N = 0 is the committed execution alone."""
+    if not payloads:
+        return "not run"
+    rows = []
+    for p in payloads:
+        budgets = p["rehearsal"]["budgets"]
+        base = dict(_rehearsal_metrics(p, budgets["0"])) if "0" in budgets else {}
+        for n in sorted(budgets, key=int):
+            for metric, value in _rehearsal_metrics(p, budgets[n]):
+                delta = "-" if value is None or base.get(metric) is None else f"{100 * (value - base[metric]):+.1f}"
+                rows.append([p["benchmark"], p["model"], p["rehearsal"]["mode"], n, metric,
+                             "n/a (categories missing)" if value is None else f"{100 * value:.1f}", delta,
+                             p["commit"]])  # fmt: skip
+    header = ["Benchmark", "Model", "Mode", "N", "Metric", "Score %", "vs N = 0", "commit"]
+    sampling = {f"T {p['rehearsal']['temperature']}, top-p {p['rehearsal']['top_p']}" for p in payloads}
+    return markdown_table(header, rows) + f"\n\nRehearsals sampled at {'; '.join(sorted(sampling))}."
+
+
+def collect_rehearsal_runs(runs: Path, results: Path) -> int:
+    """Copy every `envace eval --benchmark tau2|bfcl --rehearsal ...` payload under `runs` (`**/benchmarks/results.json`
+    with a `rehearsal` section) to `results/benchmarks/<benchmark>_<mode>_<model folder name>/results.json`."""
+    n = 0
+    for path in sorted(runs.rglob("benchmarks/results.json")):
+        payload = json.loads(path.read_text())
+        if "rehearsal" not in payload:
+            continue
+        name = f"{payload['benchmark']}_{payload['rehearsal']['mode']}_{Path(payload['model']).name}"
+        keep = results / "benchmarks" / name
+        keep.mkdir(parents=True, exist_ok=True)
+        (keep / "results.json").write_text(path.read_text())
+        n += 1
+    return n
+
+
 def report(readme: Path, runs: Path | None = None) -> None:
     """Rebuild `readme`'s result blocks from `<readme folder>/results`, after copying finished runs from `runs` there
     when given; the bench block reads `bench-results.json` next to the package."""
     results = readme.parent / "results"
     if runs is not None:
-        logger.info(f"report: copied {collect_runs(runs, results, RUN_FILES)} finished runs from {runs} to {results}")
+        logger.info(f"report: copied {collect_runs(runs, results, RUN_FILES)} finished runs and "
+                    f"{collect_rehearsal_runs(runs, results)} rehearsal benchmark runs from {runs} to {results}")  # fmt: skip
     text = readme.read_text()
     text = replace_block(text, "results-cpu", cpu_table(load_runs(results, "cpu")))
     text = replace_block(
         text, "results-paper", paper_table(json.loads((readme.parent / "paper_results.json").read_text()))
     )
+    rehearsal = [json.loads(p.read_text()) for p in sorted((results / "benchmarks").glob("*/results.json"))]
+    text = replace_block(text, "results-tts-benchmarks", rehearsal_table(rehearsal))
     text = replace_block(text, "bench", bench_block(readme.resolve().parent.parent / "bench-results.json"))
     readme.write_text(text)
     logger.info(f"report: wrote {readme}")
