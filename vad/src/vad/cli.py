@@ -229,14 +229,22 @@ def generator_for(cfg: dict, model=None, processor=None, trainer=None):
         import torch
         from vllm import LLM
 
-        llm = LLM(model=resolve_model(cfg), tensor_parallel_size=max(torch.cuda.device_count(), 1),
+        from agentrl_shared.lora import is_adapter_checkpoint, merge_checkpoint
+
+        path = resolve_model(cfg)
+        if is_adapter_checkpoint(path):  # vLLM reads plain weights: the adapters merged once, next to the checkpoint
+            merged = Path(f"{path}-merged")
+            path = str(merged if (merged / "config.json").exists() else merge_checkpoint(path, merged))
+        llm = LLM(model=path, tensor_parallel_size=max(torch.cuda.device_count(), 1),
                   seed=data.eval_seed)  # fmt: skip
         return VLLMGenerator(llm, max_new, seed=data.eval_seed)
     if model is None:
         from transformers import AutoModelForImageTextToText, AutoProcessor
 
+        from agentrl_shared.lora import load_model
+
         path = resolve_model(cfg)
-        model = AutoModelForImageTextToText.from_pretrained(path, dtype=cfg["model"].dtype)
+        model = load_model(path, AutoModelForImageTextToText, dtype=cfg["model"].dtype)  # an adapter one merged
         processor = AutoProcessor.from_pretrained(path, padding_side="left")
     model.eval()
     return HFGenerator(model, processor, max_new)
@@ -264,6 +272,8 @@ def build_trainer(cfg: dict, trainer_cls: type | None = None):
     """The dataset, the processor and [`VADTrainer`] (or `trainer_cls`, a subclass such as the bench's timed one)."""
     from transformers import AutoProcessor
 
+    from agentrl_shared.lora import peft_config
+
     from .trainer import VADTrainer
 
     args: VADConfig = cfg["trainer"]
@@ -273,7 +283,12 @@ def build_trainer(cfg: dict, trainer_cls: type | None = None):
         args.model_init_kwargs["attn_implementation"] = cfg["model"].attn_implementation
     processor = AutoProcessor.from_pretrained(path, padding_side="left")
     dataset = train_dataset(cfg["data"], args.seed)
-    return (trainer_cls or VADTrainer)(path, args=args, train_dataset=dataset, processing_class=processor)
+    lora = peft_config(cfg["model"].lora)
+    if lora is not None and args.teacher_ema is not None:  # (VADTrainer refuses it too, after the model loads)
+        raise UsageError(f"trainer.teacher_ema={args.teacher_ema} (vision_opd) with model.lora.r="
+                         f"{cfg['model'].lora.r} is not supported: set model.lora.r=0 for that row.")  # fmt: skip
+    return (trainer_cls or VADTrainer)(path, args=args, train_dataset=dataset, processing_class=processor,
+                                       peft_config=lora)  # fmt: skip
 
 
 def check_eval_world(cfg: dict, world: int) -> None:

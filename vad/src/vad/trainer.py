@@ -9,6 +9,7 @@ import contextlib
 import os
 
 import torch
+from accelerate.utils import is_peft_model
 from safetensors.torch import load_file, save_file
 from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
@@ -17,6 +18,7 @@ from trl.data_utils import apply_chat_template, prepare_multimodal_messages
 from trl.models import prepare_deepspeed
 from trl.trainer.utils import create_model_from_path, get_config_model_id
 
+from agentrl_shared.lora import adapters_disabled
 from agentrl_shared.sampling import check_is_sampling
 
 from . import losses
@@ -92,6 +94,12 @@ class VADTrainer(GRPOTrainer):
         if args is None:
             args = VADConfig("vad-output")
         check_is_sampling(args)  # before any model loads
+        if kwargs.get("peft_config") is not None and args.teacher_ema is not None:
+            raise ValueError(
+                f"teacher_ema={args.teacher_ema} (the vision_opd row) with LoRA is not supported: the teacher is the "
+                "policy with its adapters disabled, and an EMA of the low-rank factors A and B is not an EMA of the "
+                "weights (B A is not linear in them); train that row without model.lora."
+            )
         super().__init__(model, reward_funcs if reward_funcs is not None else [answer_reward], args=args, **kwargs)
         self.teacher_model = None
         if args.target != "grpo":
@@ -100,7 +108,11 @@ class VADTrainer(GRPOTrainer):
             self.add_callback(TeacherEMACallback(self))
 
     def _setup_teacher(self) -> None:
-        """pi_theta_bar: a frozen copy of the initial student (Sec. 3.1), rebuilt from its path like TRL's ref model."""
+        """pi_theta_bar: a frozen copy of the initial student (Sec. 3.1), rebuilt from its path like TRL's ref model.
+        With LoRA the initial student is the policy with its adapters disabled (TRL's reference with PEFT), so no copy
+        is built and `teacher_model` stays None (`_teacher`)."""
+        if is_peft_model(self.accelerator.unwrap_model(self.model)):
+            return
         model_init_kwargs = dict(self.args.model_init_kwargs or {})
         if self.args.distributed_state.distributed_type in ["MULTI_GPU", "DEEPSPEED"]:
             model_init_kwargs["device_map"] = None
@@ -113,6 +125,13 @@ class VADTrainer(GRPOTrainer):
             self.teacher_model = prepare_deepspeed(teacher, self.accelerator)
         else:
             self.teacher_model = self.accelerator.prepare_model(teacher, evaluation_mode=True)
+
+    def _teacher(self, model):
+        """The frozen teacher's module for a no-grad forward, and the context it runs in: the copy built by
+        `_setup_teacher`, or with LoRA `model` itself with its adapters disabled (the initial model)."""
+        if self.teacher_model is not None:
+            return self.teacher_model, contextlib.nullcontext()
+        return model, adapters_disabled(model)
 
     def _teacher_parameters(self) -> tuple[list[tuple[str, torch.nn.Parameter]], bool]:
         """The teacher's named parameters, and whether ZeRO-3 partitions them (each must then be gathered)."""
@@ -282,9 +301,10 @@ class VADTrainer(GRPOTrainer):
 
         # Teacher p_T^+ (x+) and p_T^- (x-): frozen, no grad, same completion; every rank runs the same forwards
         # (under ZeRO-3 a rank that skipped a forward would hang the others' parameter all-gathers)
-        with torch.no_grad():
+        teacher, teacher_context = self._teacher(model)
+        with torch.no_grad(), teacher_context:
             pos_logits = self._completion_logits(
-                self.teacher_model,
+                teacher,
                 inputs["teacher_pos_prompt_ids"],
                 inputs["teacher_pos_prompt_mask"],
                 completion_ids,
@@ -296,7 +316,7 @@ class VADTrainer(GRPOTrainer):
             neg_logp = None
             if args.target != "direct":
                 neg_logits = self._completion_logits(
-                    self.teacher_model,
+                    teacher,
                     inputs["teacher_neg_prompt_ids"],
                     inputs["teacher_neg_prompt_mask"],
                     completion_ids,
