@@ -110,3 +110,10 @@ def test_the_tether_seq_method_is_rlsd_credit_with_a_constant_lambda():
     ]
     assert (t.credit, t.granularity, t.rlsd_lambda, t.rlsd_clip) == ("rlsd", "turn", 0.5, 0.2)
     assert [linear_warmdown(t.rlsd_lambda, step, t.rlsd_warmdown_steps) for step in (0, 100, 150)] == [0.5] * 3
+
+
+def test_fields_file_is_current():
+    """`configs/fields.json` (the field types `agentopsd train` checks before torch loads) matches the config classes."""
+    from agentrl_shared.schema import stale
+
+    assert (why := stale("agentopsd")) is None, why

@@ -58,3 +58,10 @@ def test_missing_official_data_names_the_fix(tmp_path):
     with pytest.raises(SystemExit, match="not public"):
         main(["eval", "--config", "smoke", "env.source=file", f"env.eval_path={tmp_path / 'val.parquet'}",
               f"trainer.output_dir={tmp_path}"])  # fmt: skip
+
+
+def test_fields_file_is_current():
+    """`configs/fields.json` (the field types `envace train` checks before torch loads) matches the config classes."""
+    from agentrl_shared.schema import stale
+
+    assert (why := stale("envace")) is None, why

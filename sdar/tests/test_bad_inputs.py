@@ -53,3 +53,27 @@ def test_a_bad_input_is_one_line_naming_the_fix(argv, words, tmp_path, monkeypat
     assert len(err) == 1 and err[0].startswith("sdar: ") and words in err[0], err
     assert len(err[0].replace(str(tmp_path), "<tmp>")) <= 200, err[0]
     assert not (tmp_path / "run" / "final").exists()  # nothing trained
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["train", "--config", "smoke", "trainer.learning_rate=abc"], "trainer.learning_rate='abc' is not a number"),
+        (["train", "--config", "smoke", "lerning_rate=1e-6"], "Did you mean learning_rate"),
+        (["eval", "--config", "alfworld_qwen2.5-3b_paper"], "ALFWORLD_DATA"),
+    ],
+)
+def test_a_config_error_comes_before_torch_is_imported(argv, words):
+    """The `sdar` command checks the config against `configs/fields.json` first: the error line, exit 2, and neither
+    torch nor TRL's trainer imported (a fresh interpreter: this test process has imported them)."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom sdar.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n"
+            "    print(e.code, 'torch' in sys.modules, 'trl.trainer.grpo_config' in sys.modules)")  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "ALFWORLD_DATA"}
+    proc = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.stdout.split() == ["2", "False", "False"], (proc.stdout, proc.stderr)
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("sdar: ") and words in line

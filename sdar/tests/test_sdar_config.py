@@ -144,3 +144,10 @@ def test_paper_training_without_the_official_skills_stops_with_one_line_naming_m
                              f"trainer.output_dir={tmp_path / 'run'}"])  # fmt: skip
     assert "alfworld/skill_mapping.json" in line and "make data ENV=skills" in line
     assert not (tmp_path / "run").exists()  # stopped before anything was written or loaded
+
+
+def test_fields_file_is_current():
+    """`configs/fields.json` (the field types `sdar train` checks before torch loads) matches the config classes."""
+    from agentrl_shared.schema import stale
+
+    assert (why := stale("sdar")) is None, why

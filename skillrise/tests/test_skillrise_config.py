@@ -126,3 +126,10 @@ def test_families_and_repeat_groups():
         family_of("search_qa", {"task_type": "x"})
     (g,) = repeat_groups([task(0, "boil", 1)], 3)
     assert [t["task_id"] for t in g] == ["t0"] * 3
+
+
+def test_fields_file_is_current():
+    """`configs/fields.json` (the field types `skillrise train` checks before torch loads) matches the config classes."""
+    from agentrl_shared.schema import stale
+
+    assert (why := stale("skillrise")) is None, why

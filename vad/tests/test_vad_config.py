@@ -184,3 +184,10 @@ def test_the_paper_lr_warm_up_is_verls(name):
         optimizer.step()
         scheduler.step()
     assert lrs == pytest.approx([k / 10 for k in range(10)] + [1.0, 1.0])
+
+
+def test_fields_file_is_current():
+    """`configs/fields.json` (the field types `vad train` checks before torch loads) matches the config classes."""
+    from agentrl_shared.schema import stale
+
+    assert (why := stale("vad")) is None, why

@@ -613,12 +613,18 @@ def build_parser(
 
 
 def parse_args(parser: argparse.ArgumentParser, subs: dict, argv: list[str] | None) -> argparse.Namespace:
-    """Parse `<command> [options and key=value overrides in any order]`."""
-    argv = list(argv) if argv is not None else None
+    """Parse `<command> [options and key=value overrides in any order]`. For `train` and `eval`, the config and its
+    overrides are checked against the package's `configs/fields.json` (`agentrl_shared.schema.precheck`) before the
+    package imports TRL and torch: a bad key, value or data location is one line and exit 2 within a second."""
+    argv = list(argv) if argv is not None else sys.argv[1:]
     if not argv or argv[0] not in subs:
         return parser.parse_args(argv)  # --help, or a usage error naming the valid commands
     ns = subs[argv[0]].parse_intermixed_args(argv[1:])  # (argparse cannot intermix through subparsers)
     ns.command = argv[0]
+    if ns.command in ("train", "eval"):
+        from .schema import precheck
+
+        run_command(parser.prog, lambda: precheck(parser.prog, ns.config, ns.overrides))
     return ns
 
 
