@@ -34,3 +34,19 @@ class SlowBuildEnv(TextRoomsEnv):
 
 def make_slow_build_env(build_s: float = 3.0) -> SlowBuildEnv:
     return SlowBuildEnv(build_s)
+
+
+class SlowStepEnv(TextRoomsEnv):
+    """TextRooms whose every step takes `step_s` seconds (an engine slower than a pipe round trip)."""
+
+    def __init__(self, step_s: float):
+        self.step_s = step_s
+        super().__init__()
+
+    def step(self, action: str) -> Step:
+        time.sleep(self.step_s)
+        return super().step(action)
+
+
+def make_slow_step_env(step_s: float = 0.05) -> SlowStepEnv:
+    return SlowStepEnv(step_s)

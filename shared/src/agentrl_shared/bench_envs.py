@@ -1,8 +1,12 @@
 """Environment throughput for `make bench`: steps per second of each adapter, worker pool against one process.
 
-`python -m agentrl_shared.bench_envs [--slots 4] [--steps 20]` runs the same scripted episodes (first admissible
-action, or a search for Search-QA) through `EnvPool(num_workers=0)` and `EnvPool(num_workers=slots)`, prints both
-side by side and merges `envs/<name>/{single,pool}_steps_per_s` and their ratio into `bench-results.json`.
+`python -m agentrl_shared.bench_envs [--slots 4] [--steps 50] [--rounds 3]` runs the same scripted episodes (first
+admissible action, a search for Search-QA, `look` for TextRooms) through `EnvPool(num_workers=0)` and
+`EnvPool(num_workers=slots)` (the trainers' pool: one worker per slot, environments measured cheaper than a round
+trip moved into the process at the next reset), `rounds` rounds of a reset and `steps` steps, the first round not
+counted (the pool measures its step cost there; a training run has hundreds of rounds). Prints both side by side
+with the pool's decision and merges `envs/<name>/{single,pool}_steps_per_s`, their ratio and `envs/<name>/pool_step_cost`
+into `bench-results.json`.
 """
 
 import argparse
@@ -13,7 +17,7 @@ import time
 from importlib.util import find_spec
 from pathlib import Path
 
-from .envs import EnvFailure, make_env
+from .envs import EnvFailure, load_tasks, make_env
 from .envs.pool import EnvPool
 
 
@@ -25,6 +29,11 @@ def _setups(tmp: Path) -> dict:
     ws = write_synthetic_catalog(tmp / "webshop")
     qa = write_synthetic_qa(tmp / "search_qa")
     setups = {
+        "textrooms": (
+            functools.partial(make_env, "textrooms", max_steps=10**6),
+            load_tasks("textrooms", "train", num_tasks=4),
+            lambda s: "look",
+        ),
         "webshop": (
             functools.partial(make_env, "webshop", data_dir=str(ws), max_steps=10**6),
             webshop.load_tasks("all", ws),
@@ -58,36 +67,51 @@ def _setups(tmp: Path) -> dict:
     return setups
 
 
-def measure(factory, tasks, act, slots: int, steps: int, workers: int) -> float:
-    """Steps per second of `slots` episodes stepped together `steps` times (resets and start-up not counted)."""
+def measure(factory, tasks, act, slots: int, steps: int, workers: int, rounds: int) -> tuple[float, dict]:
+    """Steps per second of `slots` episodes stepped together `steps` times per round, after the first of `rounds`
+    rounds (resets and start-up not counted), and the pool's `step_cost`."""
     ids = list(range(slots))
     with EnvPool(factory, num_slots=slots, timeout=120.0, num_workers=workers) as pool:
-        states = pool.reset(ids, [tasks[i % len(tasks)] for i in ids], [0] * slots)
-        start = time.perf_counter()
-        for _ in range(steps):
-            states = pool.step(ids, [act(s) for s in states])
-            if any(isinstance(s, EnvFailure) for s in states):
-                raise RuntimeError(f"benchmark episode failed: {states}")
-        return slots * steps / (time.perf_counter() - start)
+        elapsed = 0.0
+        for r in range(rounds):
+            states = pool.reset(ids, [tasks[i % len(tasks)] for i in ids], [r] * slots)
+            start = time.perf_counter()
+            for _ in range(steps):
+                states = pool.step(ids, [act(s) for s in states])
+                if any(isinstance(s, EnvFailure) for s in states):
+                    raise RuntimeError(f"benchmark episode failed: {states}")
+            elapsed += (time.perf_counter() - start) if r > 0 else 0.0
+        return slots * steps * (rounds - 1) / elapsed, dict(pool.step_cost)
 
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--slots", type=int, default=4)
-    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--only", nargs="*", help="environments to measure (default: every installed one)")
     parser.add_argument("--out", default="bench-results.json")
     args = parser.parse_args(argv)
     figures = {}
     with tempfile.TemporaryDirectory() as tmp:
-        print(f"{'env':<14}{'single (steps/s)':>18}{'pool x' + str(args.slots) + ' (steps/s)':>22}{'ratio':>8}")
+        print(f"{'env':<14}{'single (steps/s)':>18}{'pool x' + str(args.slots) + ' (steps/s)':>22}{'ratio':>8}"
+              f"{'ms/step env':>13}{'ms/call pooled':>16}  pool runs")  # fmt: skip
         for name, (factory, tasks, act) in _setups(Path(tmp)).items():
-            single = measure(factory, tasks, act, args.slots, args.steps, workers=0)
-            pool = measure(factory, tasks, act, args.slots, args.steps, workers=args.slots)
-            print(f"{name:<14}{single:>18.1f}{pool:>22.1f}{pool / single:>8.2f}")
+            if args.only and name not in args.only:
+                continue
+            single, _ = measure(factory, tasks, act, args.slots, args.steps, 0, args.rounds)
+            pool, cost = measure(factory, tasks, act, args.slots, args.steps, args.slots, args.rounds)
+            where = "in-process" if cost["in_process"] else "in workers"
+            env_ms = 1e3 * cost["serial_s"] / max(cost["calls"] * args.slots, 1)
+            call_ms = 1e3 * cost["pooled_s"] / max(cost["calls"], 1)
+            print(
+                f"{name:<14}{single:>18.1f}{pool:>22.1f}{pool / single:>8.2f}{env_ms:>13.3f}{call_ms:>16.3f}  {where}"
+            )
             figures[f"envs/{name}/single_steps_per_s"] = round(single, 2)
             figures[f"envs/{name}/pool_steps_per_s"] = round(pool, 2)
             figures[f"envs/{name}/pool_over_single"] = round(pool / single, 3)
-    figures["envs/config"] = {"slots": args.slots, "steps": args.steps}
+            figures[f"envs/{name}/pool_step_cost"] = cost
+    figures["envs/config"] = {"slots": args.slots, "steps": args.steps, "rounds": args.rounds}
     out = Path(args.out)
     results = json.loads(out.read_text()) if out.is_file() else {}
     results.update(figures)

@@ -8,6 +8,16 @@ restarted with a fresh process (an exception may leave the engine in any state, 
 goes on. Large read-only data (a WebShop catalogue, a retrieval index) is not built per worker: the adapters share
 it per node (`retrieval.node_service`). `num_workers=0` runs the environments in-process (debugging and the
 single-process baseline of `make bench`).
+
+Cheap environments in-process (`move_cheap_in=True`): a worker pays a pipe round trip and two pickles per step
+(~0.1 ms), which dominates an environment whose step costs microseconds (TextRooms; a WebShop click without a search).
+Each worker reports its environment's own seconds per step; over the first `PROBE_CALLS` step calls served by
+workers the pool sums them (what the same steps would cost one after another in this process) and the wall time of
+the pooled calls. If the sum is smaller, the measured step costs less than its IPC: from then on each slot moves into
+this process at its next reset (its worker is closed; episodes never move mid-way). A slot in this process keeps
+the raised-error handling (its episode fails, the environment is rebuilt) but has no timeout and no crash isolation,
+which is why only environments measured cheaper than a round trip move; `move_cheap_in=False` keeps every slot in
+its worker.
 """
 
 import multiprocessing as mp
@@ -17,6 +27,9 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
 
 from .base import EnvFailure, Step, TextEnv
+
+
+PROBE_CALLS = 8  # pooled step calls measured before the in-process decision
 
 
 def _worker(conn: Connection, factory: Callable[[], TextEnv]) -> None:
@@ -29,7 +42,7 @@ def _worker(conn: Connection, factory: Callable[[], TextEnv]) -> None:
         if cmd == "close":
             if env is not None:
                 env.close()
-            conn.send(("ok", None))
+            conn.send(("ok", None, 0.0))
             break
         try:
             if cmd == "build":
@@ -39,12 +52,15 @@ def _worker(conn: Connection, factory: Callable[[], TextEnv]) -> None:
                 task, seed = payload
                 result = env.reset(task, seed)
             elif cmd == "step":
+                t0 = time.perf_counter()
                 result = env.step(payload)
+                conn.send(("ok", result, time.perf_counter() - t0))  # the environment's own seconds
+                continue
             else:
                 raise ValueError(f"unknown command {cmd!r}")
-            conn.send(("ok", result))
+            conn.send(("ok", result, 0.0))
         except Exception as exc:  # reported to the parent, which marks the episode failed
-            conn.send(("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"))
+            conn.send(("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}", 0.0))
 
 
 class EnvPool:
@@ -58,6 +74,11 @@ class EnvPool:
         num_workers (`int`, *optional*): `0` runs in-process; any other value uses one process per slot.
         build_timeout (`float`, *optional*, defaults to `900.0`): seconds a new worker may take to build its
             environment (engine start, data loading), separate from `timeout`.
+        move_cheap_in (`bool`, *optional*, defaults to `True`): move the slots into this process when a step is
+            measured cheaper than its round trip (module docstring).
+
+    `step_cost` holds the measurement: `serial_s` (the workers' own step seconds), `pooled_s` (wall seconds of the
+    same pooled calls), `calls`, and `in_process` (the decision, None until `PROBE_CALLS` calls were measured).
     """
 
     def __init__(
@@ -67,14 +88,17 @@ class EnvPool:
         timeout: float = 60.0,
         num_workers: int = 1,
         build_timeout: float = 900.0,
+        move_cheap_in: bool = True,
     ):
         self.factory, self.num_slots, self.timeout, self.build_timeout = factory, num_slots, timeout, build_timeout
         self.in_process = num_workers == 0
+        self.move_cheap_in = move_cheap_in and not self.in_process
         self.failures = 0
+        self.step_cost = {"serial_s": 0.0, "pooled_s": 0.0, "calls": 0, "in_process": None}
         self._ctx = mp.get_context("spawn")
-        if self.in_process:
-            self._envs: list[TextEnv | None] = [None] * num_slots
-        else:
+        self._envs: list[TextEnv | None] = [None] * num_slots
+        self._local = [self.in_process] * num_slots  # slot i steps in this process
+        if not self.in_process:
             self._procs: list = [None] * num_slots
             self._conns: list[Connection | None] = [None] * num_slots
             self._built = [False] * num_slots
@@ -104,19 +128,42 @@ class EnvPool:
 
     def call_all(self, slots: list[int], cmd: str, payloads: list) -> list[Step | EnvFailure]:
         """Send `cmd` to every slot at once and collect results in order; failures come back as `EnvFailure`."""
-        if self.in_process:
+        if cmd == "reset" and self.step_cost["in_process"]:
+            for i in slots:  # an episode boundary: the slot moves into this process
+                if not self._local[i]:
+                    self._stop(i)
+                    self._local[i] = True
+        if all(self._local[i] for i in slots):
             return [self._call_local(i, cmd, p) for i, p in zip(slots, payloads, strict=True)]
+        results = {i: self._call_local(i, cmd, p) for i, p in zip(slots, payloads, strict=True) if self._local[i]}
+        remote = [(i, p) for i, p in zip(slots, payloads, strict=True) if not self._local[i]]
+        if remote:
+            results.update(self._call_workers([i for i, _ in remote], cmd, [p for _, p in remote]))
+        return [results[i] for i in slots]
+
+    def _call_workers(self, slots: list[int], cmd: str, payloads: list) -> dict[int, Step | EnvFailure]:
         unbuilt = [i for i in slots if not self._built[i]]
-        results = self._send(unbuilt, "build", [None] * len(unbuilt), self.build_timeout)
+        results, _ = self._send(unbuilt, "build", [None] * len(unbuilt), self.build_timeout)
         for i in unbuilt:
             self._built[i] = i not in results  # a successful build leaves no result
         todo = [(i, p) for i, p in zip(slots, payloads, strict=True) if i not in results]
-        results.update(self._send([i for i, _ in todo], cmd, [p for _, p in todo], self.timeout))
-        return [results[i] for i in slots]
+        t0 = time.perf_counter()
+        done, env_s = self._send([i for i, _ in todo], cmd, [p for _, p in todo], self.timeout)
+        results.update(done)
+        if cmd == "step" and self.move_cheap_in and self.step_cost["in_process"] is None:
+            cost = self.step_cost
+            cost["serial_s"] += env_s
+            cost["pooled_s"] += time.perf_counter() - t0
+            cost["calls"] += 1
+            if cost["calls"] >= PROBE_CALLS:
+                cost["in_process"] = cost["serial_s"] < cost["pooled_s"]
+        return results
 
-    def _send(self, slots: list[int], cmd: str, payloads: list, timeout: float) -> dict[int, Step | EnvFailure]:
-        """`cmd` to every slot, results under one deadline; build results (`None`) are kept only when they fail."""
+    def _send(self, slots: list[int], cmd: str, payloads: list, timeout: float) -> tuple[dict, float]:
+        """`cmd` to every slot, results under one deadline; build results (`None`) are kept only when they fail.
+        Returns `({slot: Step | EnvFailure}, the environments' own seconds summed over the slots that answered)`."""
         results: dict[int, Step | EnvFailure] = {}
+        env_s = 0.0
         pending: dict[Connection, int] = {}
         for i, payload in zip(slots, payloads, strict=True):
             try:
@@ -135,7 +182,7 @@ class EnvPool:
             for conn in ready:
                 i = pending.pop(conn)
                 try:
-                    status, value = conn.recv()
+                    status, value, seconds = conn.recv()
                 except (EOFError, OSError):
                     results[i] = self._fail(i, f"worker crashed during {cmd} (exit code {self._procs[i].exitcode})")
                     continue
@@ -143,7 +190,8 @@ class EnvPool:
                     results[i] = self._fail(i, value)
                 elif cmd != "build":
                     results[i] = value
-        return results
+                env_s += seconds
+        return results, env_s
 
     def _call_local(self, i: int, cmd: str, payload) -> Step | EnvFailure:
         try:
@@ -158,27 +206,31 @@ class EnvPool:
 
     def _fail(self, i: int, message: str, restart: bool = True) -> EnvFailure:
         self.failures += 1
-        if restart and not self.in_process:
+        if restart and not self._local[i]:
             self._restart(i)
         return EnvFailure(message)
 
+    def _stop(self, i: int) -> None:
+        """Close slot i's worker (and its environment)."""
+        conn = self._conns[i]
+        try:
+            conn.send(("close", None))
+            if conn.poll(5):
+                conn.recv()
+        except (BrokenPipeError, EOFError, OSError):
+            pass
+        self._procs[i].join(timeout=5)
+        if self._procs[i].is_alive():
+            self._procs[i].kill()
+        conn.close()
+
     def close(self) -> None:
-        if self.in_process:
-            for env in self._envs:
-                if env is not None:
-                    env.close()
-            return
-        for i, conn in enumerate(self._conns):
-            try:
-                conn.send(("close", None))
-                if conn.poll(5):
-                    conn.recv()
-            except (BrokenPipeError, EOFError, OSError):
-                pass
-            self._procs[i].join(timeout=5)
-            if self._procs[i].is_alive():
-                self._procs[i].kill()
-            conn.close()
+        for i in range(self.num_slots):
+            if self._local[i]:
+                if self._envs[i] is not None:
+                    self._envs[i].close()
+            else:
+                self._stop(i)
 
     def __enter__(self) -> "EnvPool":
         return self
