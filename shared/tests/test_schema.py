@@ -85,7 +85,7 @@ def test_good_values_pass_and_a_missing_or_stale_file_checks_nothing(tmp_path, m
     import agentrl_shared.schema as schema
 
     path = tmp_path / "c.yaml"
-    path.write_text("trainer:\n  learning_rate: 1e-5\n  save_strategy: \"no\"\n")
+    path.write_text('trainer:\n  learning_rate: 1e-5\n  save_strategy: "no"\n')
     stand_ins = {name: stand_in(entry) for name, entry in describe(SECTIONS)["sections"].items()}
     cfg = load_config(str(path), ["trainer.inner.r=4", "seeds=[1, 2]", "kwargs={a: 1}"], stand_ins, "agentrl_shared")
     assert (cfg["trainer"].learning_rate, cfg["trainer"].inner.r, cfg["trainer"].seeds) == (1e-5, 4, [1, 2])
