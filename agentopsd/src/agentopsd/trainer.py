@@ -110,8 +110,8 @@ class AgentOPSDTrainer(MultiTurnGRPOTrainer):
         for index, batch in zip(indices, micro_batches, strict=True):
             ids = (batch["prompt_ids"], batch["prompt_mask"], batch["completion_ids"], batch["completion_mask"])
             t0 = time.perf_counter()
-            t_ids, t_mask = batch.pop("teacher_prompt_ids"), batch.pop("teacher_prompt_mask")
-            teacher = self._logps(self.model, t_ids, t_mask, *ids[2:])
+            teacher = self._teacher_logps(batch)
+            del batch["teacher_prompt_ids"], batch["teacher_prompt_mask"]
             self.timings["teacher_logps_s"] += time.perf_counter() - t0
             if self.args.sdl_coef != 0.0:  # Skill-SD baseline: its loss term reads the teacher
                 batch["teacher_per_token_logps"] = teacher

@@ -81,14 +81,13 @@ class SDARTrainer(MultiTurnGRPOTrainer):
 
     def _extra_forwards(self, micro_batches, indices, rows, plan) -> None:
         """The self-teacher's log-probs l_T of the sampled tokens (Eq. 5), once per rollout at theta_old: the same
-        policy on the skill-prefixed prompt, one no-grad forward per micro-batch on every rank."""
+        policy on the skill-prefixed prompt, no-grad, the same forwards per micro-batch on every rank (the skill block
+        run once per micro-batch with `shared_prefix_teacher`)."""
         if not self.uses_teacher:
             return
         for batch in micro_batches:
             t0 = time.perf_counter()
-            t_ids, t_mask = batch["teacher_prompt_ids"], batch["teacher_prompt_mask"]
-            ids = (batch["completion_ids"], batch["completion_mask"])
-            batch["teacher_per_token_logps"] = self._logps(self.model, t_ids, t_mask, *ids)
+            batch["teacher_per_token_logps"] = self._teacher_logps(batch)
             self.timings["teacher_logps_s"] += time.perf_counter() - t0
 
     def _rollout_metrics(self, episodes, rows) -> dict[str, float]:

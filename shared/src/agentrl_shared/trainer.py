@@ -32,6 +32,7 @@ from .envs import make_env
 from .envs.pool import EnvPool
 from .generation import matched_vllm_engine, sampling_overrides, sync_vllm_weights, trainer_generate_fn
 from .lora import adapters_disabled
+from .prefix import shared_prefix_logps
 from .rollout import (
     Episode,
     RolloutCollector,
@@ -345,6 +346,18 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         attention_mask = torch.cat([prompt_mask, completion_mask], dim=1)
         logps, _, _ = self._get_per_token_logps_and_entropies(model, input_ids, attention_mask, completion_ids.size(1))
         return logps  # (B, C)
+
+    def _teacher_logps(self, batch: dict) -> Tensor:
+        """(B, C) log-probs of the sampled tokens under the self-teacher: the policy on the rows' teacher prompts.
+        With `args.shared_prefix_teacher` the prompt prefix that rows share (the skill block, the chat header) runs
+        once per micro-batch (`agentrl_shared.prefix.shared_prefix_logps`: two forwards on every rank, equal to the
+        plain forward to float rounding); otherwise TRL's plain forward of every whole row."""
+        ids = (batch["teacher_prompt_ids"], batch["teacher_prompt_mask"], batch["completion_ids"],
+               batch["completion_mask"])  # fmt: skip
+        if not self.args.shared_prefix_teacher:
+            return self._logps(self.model, *ids)
+        with self.accelerator.autocast():
+            return shared_prefix_logps(self.model, *ids, self.processing_class.pad_token_id)
 
     def _ref_logps(self, prompt_ids, prompt_mask, completion_ids, completion_mask) -> Tensor:
         """(B, C) log-probs of the KL reference: TRL's `ref_model`, or with LoRA (TRL builds none) the policy with its
