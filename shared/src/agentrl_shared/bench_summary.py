@@ -1,0 +1,53 @@
+"""The ratios of `make bench`, side by side, read back from `bench-results.json` (the last target of `make bench`).
+
+`python -m agentrl_shared.bench_summary [--results bench-results.json]` prints one line per figure with its goal
+(issue 29: step time <= 1.25 x GRPO; pool >= 1.0 x one process for environments cheaper than a round trip, >= 1.8
+on 2 cores for ALFWorld), the configuration it was measured on and the commit of the run that wrote it. It measures
+nothing; a figure that no run wrote is printed as "not run".
+"""
+
+import argparse
+import json
+from pathlib import Path
+
+
+def rows(results: dict) -> list[tuple[str, float | None, str, str]]:
+    """(figure, value, goal, provenance) for every ratio `make bench` files."""
+    out = []
+    for paper, name in (("sdar", "SDAR"), ("agentopsd", "AgentOPSD")):
+        value = results.get(f"{paper}/step_time_ratio_{paper}_over_grpo")
+        config = results.get(f"{paper}/config", {}).get("step_time", "")
+        commit = results.get(f"{paper}/provenance/step_time", {}).get("commit") or results.get(f"{paper}/commit", "")
+        out.append((f"{name} / GRPO step time", value, "<= 1.25", f"{config}; {commit}"))
+    teacher = results.get("sdar/teacher_forward", {})
+    provenance = results.get("sdar/provenance/teacher_forward", {})
+    for shape in ("cpu", "paper"):
+        f = teacher.get(shape, {})
+        value = f.get("teacher_plain_over_shared_wall")
+        detail = f"{f.get('rows', '?')} rows, max |logp diff| {f.get('max_abs_logp_diff', float('nan')):.1e}"
+        out.append((f"teacher forward plain / shared prefix ({shape})", value, "> 1",
+                    f"{detail}; {provenance.get('commit', '')} {provenance.get('note', '')}".strip()))  # fmt: skip
+    for key in sorted(k for k in results if k.startswith("envs/") and k.endswith("/pool_over_single")):
+        name = key.split("/")[1]
+        cost = results.get(f"envs/{name}/pool_step_cost", {})
+        where = {True: "moved in-process", False: "in workers"}.get(cost.get("in_process"), "")
+        goal = ">= 1.8 (2 cores)" if name == "alfworld" else (">= 1.0" if cost.get("in_process") else "")
+        load = results.get("envs/load_average_1min", "")
+        out.append((f"pool / single, {name}", results[key], goal, f"{where}; load {load}"))
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", default="bench-results.json")
+    args = parser.parse_args(argv)
+    path = Path(args.results)
+    results = json.loads(path.read_text()) if path.is_file() else {}
+    print(f"\n{'make bench, side by side (' + str(path) + ')':56s} {'ratio':>8s}  {'goal':18s} measured on")
+    for figure, value, goal, where in rows(results):
+        shown = "not run" if value is None else f"{value:.2f}"
+        print(f"  {figure:54s} {shown:>8s}  {goal:18s} {where}")
+
+
+if __name__ == "__main__":
+    main()
