@@ -11,9 +11,12 @@ machine wall time is noisy, CPU time much less so.
    prompt batches given to `generate` alone (no prompt building, tokenising or environment). Claims: batched /
    sequential speedup, and batched time as a fraction of the ceiling (`batched_over_ceiling` = ceiling / batched).
 3. Evaluation pass: the 64-task panel in one batch against chunks of 16 (the old pool size), same episodes.
-4. Step time of SDAR over GRPO on the tiny `smoke.yaml` (the only difference is the teacher forward).
-Figures are merged under `sdar/` into `bench-results.json` at the repository root (earlier `sdar/` keys replaced),
-after each section. Run order: 2, 1, 3, 4.
+4. Teacher forward: which forward dominates (the student's loss forward + backward, the teacher's plain forward,
+   its shared-prefix forward) on the CPU config's rows and at the paper config's lengths (`teacher_forward`).
+5. Step time of SDAR over GRPO on the CPU config (the only difference is the teacher forward).
+Figures are merged under `sdar/` into `bench-results.json` at the repository root after each section, with the
+commit and `--note` (the load) of the section (`sdar/provenance/<section>`); `--sections` runs a subset. Run order:
+2, 1, 3, 4, 5.
 """
 
 import json
@@ -24,6 +27,8 @@ from collections import defaultdict
 from contextlib import contextmanager
 from pathlib import Path
 
+import yaml
+
 from agentrl_shared.offline import set_offline_env
 
 
@@ -31,6 +36,8 @@ set_offline_env()
 
 ROOT = Path(__file__).resolve().parents[3]
 CPU_CONFIG = "textrooms_smollm2-135m_cpu"
+PAPER_CONFIG = "alfworld_qwen2.5-7b_paper"  # the paper shapes of the teacher-forward section
+STEP_ROLLOUTS = 3  # rollouts per step-time run (one optimizer step each on the CPU config)
 
 
 class Clock:
@@ -225,22 +232,121 @@ def evaluation_pass(panel: int = 64, chunk: int = 16, repeats: int = 1) -> dict:
     return out
 
 
+def _time_forwards(model, batches: list[dict], pad: int, repeats: int, backward: bool = True) -> dict:
+    """Seconds per pass over `batches` of: the student forward with grad and its backward (the loss forward; without
+    `backward`, its no-grad forward only), the teacher's plain no-grad forward (TRL's) and its shared-prefix forward
+    (`agentrl_shared.prefix`), interleaved."""
+    import torch
+
+    from agentrl_shared.prefix import shared_prefix_logps
+
+    def plain(ids, mask, c_ids, c_mask, grad=False):
+        input_ids, attn = torch.cat([ids, c_ids], 1), torch.cat([mask, c_mask], 1)
+        labels = input_ids.masked_fill(attn == 0, -100)  # TRL `_get_per_token_logps_and_entropies`
+        labels[:, : -c_ids.size(1)] = -100
+        with torch.set_grad_enabled(grad):
+            return model(input_ids=input_ids, attention_mask=attn, labels=labels, fused_lm_head=True).log_probs
+
+    clock, gap = Clock(), 0.0
+    for _ in range(repeats):
+        for b in batches:
+            c = (b["completion_ids"], b["completion_mask"])
+            with clock("student loss forward + backward" if backward else "student forward, no grad"):
+                logps = plain(b["prompt_ids"], b["prompt_mask"], *c, grad=backward)
+                if backward:
+                    logps.sum().backward()
+            with clock("teacher forward, plain"):
+                ref = plain(b["teacher_prompt_ids"], b["teacher_prompt_mask"], *c)[:, -c[0].size(1) :]
+            with torch.no_grad(), clock("teacher forward, shared prefix"):
+                shared = shared_prefix_logps(model, b["teacher_prompt_ids"], b["teacher_prompt_mask"], *c, pad)
+            gap = max(gap, (ref - shared)[c[1].bool()].abs().max().item())
+    model.zero_grad(set_to_none=True)
+    out = {k: {"wall": clock.wall[k] / repeats, "cpu": clock.cpu[k] / repeats} for k in clock.wall}
+    for kind in ("wall", "cpu"):
+        out[f"teacher_plain_over_shared_{kind}"] = (
+            out["teacher forward, plain"][kind] / out["teacher forward, shared prefix"][kind]
+        )
+    out["max_abs_logp_diff"] = gap
+    out["teacher_tokens"] = int(sum(b["teacher_prompt_mask"].sum() for b in batches))
+    out["student_tokens"] = int(sum(b["prompt_mask"].sum() for b in batches))
+    out["completion_tokens"] = int(sum(b["completion_mask"].sum() for b in batches))
+    out["rows"] = int(sum(b["prompt_ids"].size(0) for b in batches))
+    return out
+
+
+def teacher_forward(repeats: int = 2, paper_rows: int = 4) -> dict:
+    """Which forward dominates, and the shared-prefix teacher forward against the plain one, at two shapes.
+
+    - `cpu`: the CPU config's rows: one SDAR training rollout of 16 TextRooms episodes (SmolLM2-135M, greedy, the
+      config's prompt length, history and skills), cut into its `micro_batch_rows` micro-batches in rollout order.
+    - `paper`: `PAPER_CONFIG`'s lengths with SmolLM2-135M: teacher prompts of `max_prompt_length`
+      (the ALFWorld skill block of one task type, then the rest of the row's prompt: random tokens, no two rows
+      alike past the block), completions of `max_completion_length`; `paper_rows` rows of one task (a 32-row
+      micro-batch of 8 episodes x 50 turns holds rows of one or two tasks), 1 micro-batch, no backward (the
+      student's no-grad forward instead: a backward at these lengths takes GBs on this machine).
+    fp32 (the CPU config's precision); `max_abs_logp_diff`: shared-prefix vs plain log-probs of the same rows.
+    """
+    import torch
+    from trl.trainer.utils import add_fused_lm_head
+
+    from agentrl_shared.batch import rows_to_batch
+    from agentrl_shared.envs import load_tasks
+    from agentrl_shared.skills import skill_block, teacher_prompt, teacher_skills
+
+    from .cli import load
+
+    tok, model, generate = _smollm2()
+    add_fused_lm_head(model, temperature=1.0)
+    cpu = load(CPU_CONFIG, [])
+    pad, micro = tok.pad_token_id, cpu["trainer"].micro_batch_rows
+    tasks = load_tasks("textrooms", "train", **cpu["env"].task_kwargs)[:2]
+    pool, collector = _collector(tok, 16)
+    collector.teacher_transform = lambda text, task: teacher_prompt(text, teacher_skills("textrooms", task, text))
+    with pool, torch.no_grad():
+        episodes = collector.collect([t for t in tasks for _ in range(8)], [i // 8 for i in range(16)], [0] * 16,
+                                     generate)  # fmt: skip
+    rows = [r for e in episodes for r in e.rows]
+    batches = [
+        rows_to_batch([r.prompt_ids for r in rows[i : i + micro]], [r.completion_ids for r in rows[i : i + micro]],
+                      [True] * len(rows[i : i + micro]), [0.0] * len(rows[i : i + micro]), pad,
+                      teacher_prompts=[r.teacher_prompt_ids for r in rows[i : i + micro]])[0]
+        for i in range(0, len(rows), micro)
+    ]  # fmt: skip
+    out = {"cpu": _time_forwards(model, batches, pad, repeats)}
+
+    paper = yaml.safe_load((Path(__file__).parent / "configs" / f"{PAPER_CONFIG}.yaml").read_text())  # as written
+    P, C = paper["env"]["max_prompt_length"], paper["trainer"]["max_completion_length"]
+    block = tok(skill_block(teacher_skills("alfworld", {"gamefile": "pick_and_place_simple"}, "")))["input_ids"]
+    g = torch.Generator().manual_seed(0)
+    rests = [torch.randint(100, len(tok) - 100, (n,), generator=g).tolist() for n in [P - len(block)] * paper_rows]
+    completions = [torch.randint(100, len(tok) - 100, (C,), generator=g).tolist() for _ in range(paper_rows)]
+    batch = rows_to_batch(rests, completions, [True] * paper_rows, [0.0] * paper_rows, pad,
+                          teacher_prompts=[block + r for r in rests])[0]  # fmt: skip
+    out["paper"] = _time_forwards(model, [batch], pad, 1, backward=False)
+    out["paper"]["skill_block_tokens"] = len(block)
+    return out
+
+
 def step_times(overrides: list[str]) -> list[float]:
+    """Seconds per optimizer step (TRL's `step_time`, the rollout included) on the CPU config, no evaluation."""
     from .cli import load, train
 
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = load("smoke", ["trainer.num_rollouts=6", f"trainer.output_dir={tmp}", *overrides])
+        cfg = load(CPU_CONFIG, [f"trainer.num_rollouts={STEP_ROLLOUTS}", f"trainer.output_dir={tmp}",
+                                "env.eval_every=0", *overrides])  # fmt: skip
         payload = train(cfg, "bench")
     times = [h["step_time"] for h in payload["log_history"] if "step_time" in h]
     return times[1:]  # the first step pays one-off costs (JIT, allocator warm-up)
 
 
 def merge(figures: dict) -> None:
+    """Merge under `sdar/`: the figures of the sections run replace theirs, each section keeps its commit/note."""
     path = ROOT / "bench-results.json"
     data = json.loads(path.read_text()) if path.exists() else {}
-    data = {k: v for k, v in data.items() if not k.startswith("sdar/")}
-    data.update({f"sdar/{k}": v for k, v in figures.items() if k != "commit"})
-    data["sdar/commit"] = figures["commit"]
+    data.update({f"sdar/{k}": v for k, v in figures.items() if k not in ("commit", "note", "sections", "config")})
+    for section in figures["sections"]:
+        data[f"sdar/provenance/{section}"] = {"commit": figures["commit"], "note": figures["note"],
+                                             "config": figures["config"][section]}  # fmt: skip
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
@@ -248,57 +354,92 @@ def _fmt(x) -> str:
     return "-" if x is None else f"{x:.2f}"
 
 
-def main() -> None:
+def _print_teacher(tf: dict) -> None:
+    print(f"\n{'teacher forward against the loss forward (s)':46s} {'wall':>8s} {'cpu':>8s}")
+    for shape in ("cpu", "paper"):
+        f = tf[shape]
+        print(f"  {shape}: {f['rows']} rows; prompt tokens {f['teacher_tokens']} teacher, {f['student_tokens']} "
+              f"student; {f['completion_tokens']} completion tokens")  # fmt: skip
+        for stage in [k for k in f if isinstance(f[k], dict)]:
+            print(f"    {stage:42s} {f[stage]['wall']:8.2f} {f[stage]['cpu']:8.2f}")
+        print(f"    {'teacher plain / shared prefix':42s} {f['teacher_plain_over_shared_wall']:8.2f} "
+              f"{f['teacher_plain_over_shared_cpu']:8.2f}   max |logp diff| {f['max_abs_logp_diff']:.1e}")  # fmt: skip
+
+
+SECTIONS = ("rollout", "main_job_split", "evaluation_pass", "teacher_forward", "step_time")
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
     from agentrl_shared.provenance import git_commit
 
-    commit = git_commit()  # before the bench writes bench-results.json, a tracked file
-    figures = {"commit": commit,
-               "config": {"main_job": f"{CPU_CONFIG}, SDAR, 2 rollouts + 1 evaluation pass (64 episodes)",
-                          "rollout": "textrooms, SmolLM2-135M, greedy, CPU config precision, 16 episodes, 2 turns",
-                          "step_time": "smoke.yaml, 6 steps, first dropped"}}  # fmt: skip
-    roll = batched_rollout_vs_ceiling()
-    figures["rollout"] = roll
-    print(f"\n{'rollout, 16 episodes (s)':38s} {'sequential':>10s} {'batched':>8s} {'ceiling':>8s} "
-          f"{'speedup':>8s} {'ceiling':>8s} {'batched/ceiling':>15s}")  # fmt: skip
-    for kind in ("wall", "cpu"):
-        seq, bat, ceil = (roll[f"{k}_s"][kind] for k in ("sequential", "batched", "ceiling"))
-        print(f"  {kind:36s} {seq:10.2f} {bat:8.2f} {ceil:8.2f} {seq / bat:8.2f} {seq / ceil:8.2f} "
-              f"{ceil / bat:15.2f}")  # fmt: skip
-
-    merge(figures)  # written after every section: a long bench interrupted keeps what it measured
-
-    split = main_job_split()
-    figures["main_job_split"] = split
-    print(f"\nmain job ({CPU_CONFIG}, SDAR), seconds per rollout unless noted    wall      cpu")
-    for key, value in split.items():
-        if isinstance(value, dict):
-            print(f"  {key.removesuffix('_s_per_rollout').removesuffix('_s'):58s} {_fmt(value['wall']):>8s} "
-                  f"{_fmt(value['cpu']):>8s}")  # fmt: skip
-    print(f"  rows per rollout: {split['rows_per_rollout']:.1f}")
-    print(
-        f"  estimated `sdar reproduce --scale cpu` (one seed, from this split): "
-        f"{split['estimated_reproduce_one_seed_s_wall'] / 60:.1f} min wall, "
-        f"{split['estimated_reproduce_one_seed_s_cpu'] / 60:.1f} min from CPU time"
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--sections",
+        nargs="*",
+        choices=SECTIONS,
+        default=list(SECTIONS),
+        help="sections to run (default: all); other sections' figures in bench-results.json stay",
     )
-    merge(figures)
+    parser.add_argument("--note", default="", help="the load the figures were measured under, stored with them")
+    args = parser.parse_args(argv)  # fmt: skip
+    commit = git_commit()  # before the bench writes bench-results.json, a tracked file
+    figures = {"commit": commit, "note": args.note, "sections": args.sections,
+               "config": {"main_job_split": f"{CPU_CONFIG}, SDAR, 2 rollouts + 1 evaluation pass (64 episodes)",
+                          "evaluation_pass": "textrooms valid_seen, 64 tasks, one pass against chunks of 16",
+                          "rollout": "textrooms, SmolLM2-135M, greedy, CPU config precision, 16 episodes, 2 turns",
+                          "teacher_forward": f"{CPU_CONFIG} rollout rows; {PAPER_CONFIG} lengths; SmolLM2, fp32",
+                          "step_time": f"{CPU_CONFIG}, {STEP_ROLLOUTS} rollouts, first dropped"}}  # fmt: skip
+    if "rollout" in args.sections:
+        roll = figures["rollout"] = batched_rollout_vs_ceiling()
+        print(f"\n{'rollout, 16 episodes (s)':38s} {'sequential':>10s} {'batched':>8s} {'ceiling':>8s} "
+              f"{'speedup':>8s} {'ceiling':>8s} {'batched/ceiling':>15s}")  # fmt: skip
+        for kind in ("wall", "cpu"):
+            seq, bat, ceil = (roll[f"{k}_s"][kind] for k in ("sequential", "batched", "ceiling"))
+            print(f"  {kind:36s} {seq:10.2f} {bat:8.2f} {ceil:8.2f} {seq / bat:8.2f} {seq / ceil:8.2f} "
+                  f"{ceil / bat:15.2f}")  # fmt: skip
+        merge(figures)  # written after every section: a long bench interrupted keeps what it measured
 
-    ev = evaluation_pass()
-    figures["evaluation_pass"] = ev
-    print(f"\n{'evaluation, 64 episodes (s)':38s} {'chunks 16':>10s} {'one pass':>8s} {'speedup':>8s}")
-    for kind in ("wall", "cpu"):
-        a, b = ev["chunks_of_16_s"][kind], ev["one_pass_of_64_s"][kind]
-        print(f"  {kind:36s} {a:10.2f} {b:8.2f} {a / b:8.2f}")
-    print(f"  episodes with identical actions: {ev['episodes_with_identical_actions']}/{ev['episodes']}")
+    if "main_job_split" in args.sections:
+        split = figures["main_job_split"] = main_job_split()
+        print(f"\nmain job ({CPU_CONFIG}, SDAR), seconds per rollout unless noted    wall      cpu")
+        for key, value in split.items():
+            if isinstance(value, dict):
+                print(f"  {key.removesuffix('_s_per_rollout').removesuffix('_s'):58s} {_fmt(value['wall']):>8s} "
+                      f"{_fmt(value['cpu']):>8s}")  # fmt: skip
+        print(f"  rows per rollout: {split['rows_per_rollout']:.1f}")
+        print(
+            f"  estimated `sdar reproduce --scale cpu` (one seed, from this split): "
+            f"{split['estimated_reproduce_one_seed_s_wall'] / 60:.1f} min wall, "
+            f"{split['estimated_reproduce_one_seed_s_cpu'] / 60:.1f} min from CPU time"
+        )
+        merge(figures)
 
-    grpo = step_times(["trainer.sdar_coef=0.0"])
-    sdar = step_times([])
-    figures["grpo_step_time_s"] = statistics.median(grpo)
-    figures["sdar_step_time_s"] = statistics.median(sdar)
-    figures["step_time_ratio_sdar_over_grpo"] = figures["sdar_step_time_s"] / figures["grpo_step_time_s"]
-    print(f"\n{'step time, smoke (s)':38s} {'GRPO':>10s} {'SDAR':>8s} {'ratio':>8s}")
-    print(f"  {'wall, median':36s} {figures['grpo_step_time_s']:10.2f} {figures['sdar_step_time_s']:8.2f} "
-          f"{figures['step_time_ratio_sdar_over_grpo']:8.2f}")  # fmt: skip
-    merge(figures)
+    if "evaluation_pass" in args.sections:
+        ev = figures["evaluation_pass"] = evaluation_pass()
+        print(f"\n{'evaluation, 64 episodes (s)':38s} {'chunks 16':>10s} {'one pass':>8s} {'speedup':>8s}")
+        for kind in ("wall", "cpu"):
+            a, b = ev["chunks_of_16_s"][kind], ev["one_pass_of_64_s"][kind]
+            print(f"  {kind:36s} {a:10.2f} {b:8.2f} {a / b:8.2f}")
+        print(f"  episodes with identical actions: {ev['episodes_with_identical_actions']}/{ev['episodes']}")
+        merge(figures)
+
+    if "teacher_forward" in args.sections:
+        figures["teacher_forward"] = teacher_forward()
+        _print_teacher(figures["teacher_forward"])
+        merge(figures)
+
+    if "step_time" in args.sections:
+        grpo = step_times(["trainer.sdar_coef=0.0"])
+        sdar = step_times([])
+        figures["grpo_step_time_s"] = statistics.median(grpo)
+        figures["sdar_step_time_s"] = statistics.median(sdar)
+        figures["step_time_ratio_sdar_over_grpo"] = figures["sdar_step_time_s"] / figures["grpo_step_time_s"]
+        print(f"\n{'step time, ' + CPU_CONFIG + ' (s)':38s} {'GRPO':>10s} {'SDAR':>8s} {'ratio':>8s}")
+        print(f"  {'wall, median':36s} {figures['grpo_step_time_s']:10.2f} {figures['sdar_step_time_s']:8.2f} "
+              f"{figures['step_time_ratio_sdar_over_grpo']:8.2f}")  # fmt: skip
+        merge(figures)
 
 
 if __name__ == "__main__":

@@ -16,8 +16,9 @@ def rows(results: dict) -> list[tuple[str, float | None, str, str]]:
     out = []
     for paper, name in (("sdar", "SDAR"), ("agentopsd", "AgentOPSD")):
         value = results.get(f"{paper}/step_time_ratio_{paper}_over_grpo")
-        config = results.get(f"{paper}/config", {}).get("step_time", "")
-        commit = results.get(f"{paper}/provenance/step_time", {}).get("commit") or results.get(f"{paper}/commit", "")
+        provenance = results.get(f"{paper}/provenance/step_time", {})  # sdar.bench; agentopsd keeps one commit
+        config = provenance.get("config") or results.get(f"{paper}/config", {}).get("step_time", "")
+        commit = provenance.get("commit") or results.get(f"{paper}/commit", "")
         out.append((f"{name} / GRPO step time", value, "<= 1.25", f"{config}; {commit}"))
     teacher = results.get("sdar/teacher_forward", {})
     provenance = results.get("sdar/provenance/teacher_forward", {})
