@@ -12,6 +12,7 @@ into `bench-results.json`.
 import argparse
 import functools
 import json
+import os
 import tempfile
 import time
 from importlib.util import find_spec
@@ -93,6 +94,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out", default="bench-results.json")
     args = parser.parse_args(argv)
     figures = {}
+    load_before = os.getloadavg()[0]  # a shared machine: the 1-minute load before and after, filed with the figures
     with tempfile.TemporaryDirectory() as tmp:
         print(f"{'env':<14}{'single (steps/s)':>18}{'pool x' + str(args.slots) + ' (steps/s)':>22}{'ratio':>8}"
               f"{'ms/step env':>13}{'ms/call pooled':>16}  pool runs")  # fmt: skip
@@ -111,6 +113,7 @@ def main(argv: list[str] | None = None) -> dict:
             figures[f"envs/{name}/pool_steps_per_s"] = round(pool, 2)
             figures[f"envs/{name}/pool_over_single"] = round(pool / single, 3)
             figures[f"envs/{name}/pool_step_cost"] = cost
+    figures["envs/load_average_1min"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
     figures["envs/config"] = {"slots": args.slots, "steps": args.steps, "rounds": args.rounds}
     out = Path(args.out)
     results = json.loads(out.read_text()) if out.is_file() else {}
