@@ -101,11 +101,16 @@ def load_model(path: str | Path, model_cls, **kwargs):
 def merge_checkpoint(path: str | Path, out: str | Path) -> Path:
     """Write the merged model of adapter checkpoint `path` (weights, config, and the tokenizer or processor the
     checkpoint holds) to `out`, loadable by vLLM or `from_pretrained` without PEFT."""
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText, AutoProcessor
+    from transformers import (
+        MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING,
+        AutoConfig,
+        AutoModelForCausalLM,
+        AutoModelForImageTextToText,
+        AutoProcessor,
+    )
 
-    config = AutoConfig.from_pretrained(base_model_path(path))
-    vision = getattr(config, "vision_config", None) is not None  # a VLM (VAD's Qwen-VL)
-    model = load_model(path, AutoModelForImageTextToText if vision else AutoModelForCausalLM, dtype="auto")
+    vlm = type(AutoConfig.from_pretrained(base_model_path(path))) in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING  # VAD's
+    model = load_model(path, AutoModelForImageTextToText if vlm else AutoModelForCausalLM, dtype="auto")
     out = Path(out)
     model.save_pretrained(out)
     AutoProcessor.from_pretrained(path).save_pretrained(out)  # a tokenizer where the model has no processor
