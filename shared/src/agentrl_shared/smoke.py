@@ -153,11 +153,44 @@ def error_line(main: Callable[[list[str]], None], argv: list[str]) -> str:
     raise AssertionError(f"{argv} did not fail")
 
 
+# fp32 trainer and fp32 engine: measured mean |diff| ~2e-7, max ~1e-6 (tiny Qwen3, 2 CPU cores); a bf16 engine (vLLM's
+# dtype="auto" for an fp32 checkpoint) is off by ~1e-2 on the same tokens (shared/tests/test_vllm_cpu.py)
+VLLM_GAP_MEAN_TOL, VLLM_GAP_MAX_TOL = 1e-4, 1e-3
+
+
+def vllm_cpu_overrides(model: str, temperature: float = 0.8, max_completion_length: int = 8) -> list[str]:
+    """The overrides that run a package's smoke config on TRL's vLLM colocate path with vLLM's CPU build
+    (`make test-vllm`): `model` in fp32 (vLLM's CPU attention needs head_dim >= 32), a sampling temperature below 1
+    (both sides must scale the logits by it), no top-p/top-k truncation (the engine's "processed" log-probs would be
+    those of the truncated distribution), and no importance-sampling correction (the gap is measured, not corrected)."""
+    return [
+        f"model.name_or_path={model}",
+        "trainer.use_vllm=true",
+        "trainer.vllm_mode=colocate",
+        "trainer.vllm_importance_sampling_correction=false",
+        "trainer.vllm_max_model_length=1024",
+        f"trainer.temperature={temperature}",
+        "trainer.top_p=1.0",
+        "trainer.top_k=0",
+        f"trainer.max_completion_length={max_completion_length}",
+    ]
+
+
+def rollout_gaps(results: dict) -> list[dict]:
+    """The per-rollout log-history entries of a multi-turn trainer's `results.json` (those carrying
+    `sampling/logp_gap_*`, the engine-vs-trainer log-prob gap of the rollout's tokens)."""
+    return [h for h in results["log_history"] if "rollout/rows" in h]
+
+
 __all__ = [
+    "VLLM_GAP_MAX_TOL",
+    "VLLM_GAP_MEAN_TOL",
     "changed_parameters",
     "error_line",
     "free_port",
     "help_flags",
     "launch_two_ranks",
+    "rollout_gaps",
+    "vllm_cpu_overrides",
     "zero3_single_process",
 ]

@@ -58,6 +58,10 @@ def tiny_qwen25_vl(seed: int = 0, hidden_size: int = 64, num_layers: int = 2, ma
             video_processor=Qwen2VLVideoProcessor(),
             chat_template=qwen25_vl_chat_template(),
         )
+        # Qwen2.5-VL's (t, h, w) rotary split [16, 24, 24] of its 64 rotary pairs (head_dim 128), scaled to this
+        # head_dim: the sections must sum to head_dim / 2 (vLLM asserts it; hidden 64: [2, 3, 3])
+        head_dim = hidden_size // 4
+        mrope_section = [head_dim // 8, 3 * head_dim // 16, 3 * head_dim // 16]
         config = Qwen2_5_VLConfig(
             text_config={
                 "vocab_size": len(tok),
@@ -67,7 +71,7 @@ def tiny_qwen25_vl(seed: int = 0, hidden_size: int = 64, num_layers: int = 2, ma
                 "num_attention_heads": 4,
                 "num_key_value_heads": 2,
                 "max_position_embeddings": 4096,
-                "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": [2, 3, 3]},
+                "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": mrope_section},
                 "eos_token_id": tok.eos_token_id,
                 "pad_token_id": tok.pad_token_id,
             },

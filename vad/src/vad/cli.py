@@ -207,6 +207,8 @@ def evaluate(cfg: dict, out: Path, generate, rank: int = 0, world: int = 1, barr
 
 def generator_for(cfg: dict, model=None, processor=None, trainer=None):
     """The configured generation back end (`data.eval_backend`)."""
+    from agentrl_shared.generation import sync_vllm_weights
+
     from .evaluation import HFGenerator, OpenAIGenerator, VLLMGenerator
 
     data: DataConfig = cfg["data"]
@@ -222,7 +224,7 @@ def generator_for(cfg: dict, model=None, processor=None, trainer=None):
                 )
             if trainer.args.vllm_tensor_parallel_size != 1:
                 raise UsageError("data.eval_backend=vllm shards items over ranks: set vllm_tensor_parallel_size=1.")
-            trainer.vllm_generation.sync_weights()
+            sync_vllm_weights(trainer.vllm_generation)
             if trainer.args.vllm_enable_sleep_mode:
                 trainer.vllm_generation.llm.wake_up()
             return VLLMGenerator(trainer.vllm_generation.llm, max_new, seed=data.eval_seed)

@@ -18,6 +18,7 @@ from trl.data_utils import apply_chat_template, prepare_multimodal_messages
 from trl.models import prepare_deepspeed
 from trl.trainer.utils import create_model_from_path, get_config_model_id
 
+from agentrl_shared.generation import matched_vllm_engine, sync_vllm_weights
 from agentrl_shared.lora import adapters_disabled
 from agentrl_shared.sampling import check_is_sampling
 
@@ -62,11 +63,13 @@ class VADTrainer(GRPOTrainer):
     Dataset rows carry `prompt` (conversational), `image` (x0), `image_plus` (x+) and `image_minus` (x-).
 
     Overrides of [`~trl.GRPOTrainer`]:
-    - `__init__`: builds the frozen teacher from the model path (a deep copy would clone empty ZeRO-3 shards) and wraps
+    - `__init__`: TRL's colocated vLLM engine in the trainer's dtype (`agentrl_shared.generation.matched_vllm_engine`);
+      builds the frozen teacher from the model path (a deep copy would clone empty ZeRO-3 shards) and wraps
       it with `trl.models.prepare_deepspeed` under DeepSpeed; the reward function defaults to a constant (unused);
       with `teacher_ema` (the `vision_opd` row) a callback moves the teacher toward the student after each step.
     - `_save_checkpoint` / `_load_optimizer_and_scheduler`: with `teacher_ema`, each checkpoint also holds the EMA
       teacher (`teacher_ema.safetensors`), and resuming restores it.
+    - `_generate_single_turn`: TRL's, with the shared vLLM weight sync (`agentrl_shared.generation.sync_vllm_weights`).
     - `_generate_and_score_completions`: calls super, then renders the same messages with x+ and x- through the
       processor and attaches per-view `teacher_{pos,neg}_*` keys (prompt ids/mask, per-row pixel lists, grids).
     - `_compute_loss`: one student forward on x0 and two no-grad teacher forwards (x+, x-) over the same completion,
@@ -100,7 +103,10 @@ class VADTrainer(GRPOTrainer):
                 "policy with its adapters disabled, and an EMA of the low-rank factors A and B is not an EMA of the "
                 "weights (B A is not linear in them); train that row without model.lora."
             )
-        super().__init__(model, reward_funcs if reward_funcs is not None else [answer_reward], args=args, **kwargs)
+        # the colocated vLLM engine in the trainer's dtype (TRL passes none; `generation.vllm_engine_kwargs`)
+        colocated = args.use_vllm and args.vllm_mode == "colocate"
+        with matched_vllm_engine(self) if colocated else contextlib.nullcontext():
+            super().__init__(model, reward_funcs if reward_funcs is not None else [answer_reward], args=args, **kwargs)
         self.teacher_model = None
         if args.target != "grpo":
             self._setup_teacher()
@@ -239,6 +245,15 @@ class VADTrainer(GRPOTrainer):
             f"{prefix}image_grid_thw": grid,
             f"{prefix}pixel_values": list(pixel_rows),
         }
+
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        """TRL's, with the vLLM weight sync of `agentrl_shared.generation.sync_vllm_weights` (the multi-turn trainers'
+        too): TRL's own `sync_weights`, except on vLLM's CPU build, whose repacked linear layers TRL's per-parameter
+        load cannot write (it fails on the vision tower's first layer)."""
+        if self.use_vllm and self.state.global_step != self._last_loaded_step:
+            sync_vllm_weights(self.vllm_generation)
+            self._last_loaded_step = self.state.global_step  # TRL's own check below then finds nothing to sync
+        return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
 
     def _generate_and_score_completions(self, inputs: list[dict]) -> dict:
         output = super()._generate_and_score_completions(inputs)
