@@ -182,10 +182,31 @@ def rollout_gaps(results: dict) -> list[dict]:
     return [h for h in results["log_history"] if "rollout/rows" in h]
 
 
+def check_vllm_smoke(main: Callable[[list[str]], None], out: Path, model: str, max_completion_length: int = 8,
+                     max_model_len: int = 1024) -> list[dict]:  # fmt: skip
+    """`<pkg> train --config smoke` of a multi-turn trainer on TRL's vLLM colocate path (`vllm_cpu_overrides`): it
+    trains its 2 rollouts, and after each weight sync the engine's log-probs of its sampled tokens equal the
+    trainer's (`sampling/logp_gap_*` within `VLLM_GAP_*_TOL`). Returns the rollouts' log-history entries."""
+    import json
+
+    overrides = [*vllm_cpu_overrides(model, max_completion_length=max_completion_length),
+                 f"trainer.vllm_max_model_length={max_model_len}"]  # fmt: skip
+    main(["train", "--config", "smoke", f"trainer.output_dir={out}", *overrides])
+    results = json.loads((out / "results.json").read_text())
+    rollouts = rollout_gaps(results)
+    assert results["rollouts"] == 2 and len(rollouts) == 2, results["log_history"]
+    for i, h in enumerate(rollouts):
+        print(f"\nrollout {i + 1}: mean |logp_vllm - logp_trainer| {h['sampling/logp_gap_mean']:.2e}, max "
+              f"{h['sampling/logp_gap_max']:.2e}, mismatch KL (k3) {h['sampling/mismatch_kl_k3']:.2e}")  # fmt: skip
+        assert h["sampling/logp_gap_mean"] < VLLM_GAP_MEAN_TOL and h["sampling/logp_gap_max"] < VLLM_GAP_MAX_TOL, h
+    return rollouts
+
+
 __all__ = [
     "VLLM_GAP_MAX_TOL",
     "VLLM_GAP_MEAN_TOL",
     "changed_parameters",
+    "check_vllm_smoke",
     "error_line",
     "free_port",
     "help_flags",
