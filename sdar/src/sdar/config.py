@@ -33,11 +33,14 @@ class SDARConfig(GRPOConfig):
             columns of Table 1: Skill-Prompt*, Skill-GRPO*).
         skill_position (`str`, *optional*, defaults to `"legacy"`): where the privileged block goes: `legacy` before
             the whole chat-templated prompt (SDAR's results), `user` right after the user header (AgentOPSD's fork).
-        shared_prefix_teacher (`bool`, *optional*, defaults to `True`): the teacher forward runs the prompt prefix
+        shared_prefix_teacher (`bool`, *optional*, defaults to `False`): the teacher forward runs the prompt prefix
             that a micro-batch's rows share (the skill block, the chat header) once and only each row's rest
             (`agentrl_shared.prefix`); False: TRL's plain forward of every whole row. The same log-probs up to float
             rounding: in fp32 on SmolLM2-135M it is as close to each row's own unpadded forward as the plain padded
-            forward is (`shared/tests/test_prefix.py`); a switch because in bf16 the two round differently.
+            forward is (`shared/tests/test_prefix.py`); a switch because in bf16 the two round differently. On in
+            the CPU and smoke configs (1.6x faster there, `make bench`); off by default, so the paper
+            configs keep TRL's forward: its gain at paper shapes was not shown (0.8x with 2 rows of 2048 + 512
+            tokens on CPU) and it has not run on a GPU, in bf16 or with FlashAttention.
         skills_dir (`str`, *optional*): a folder of the official skill documents in their layout (`<env>/
             skill_mapping.json` and the files it names; ZJU-REAL/SDAR@8b85c23 `skills/`, fetched by
             `make data ENV=skills`); the paper configs read `${SKILLS_DATA}`. None (CPU and test configs): this
@@ -68,7 +71,7 @@ class SDARConfig(GRPOConfig):
     eval_with_skills: bool = field(default=False, metadata={"help": "Evaluate with skills (Table 1 `*` rows)."})
     skill_position: str = field(default="legacy", metadata={"help": "legacy (SDAR) or user (AgentOPSD fork)."})
     shared_prefix_teacher: bool = field(
-        default=True, metadata={"help": "teacher forward: shared prompt prefix once per micro-batch (prefix.py)."}
+        default=False, metadata={"help": "teacher forward: shared prompt prefix once per micro-batch (prefix.py)."}
     )
     skills_dir: str | None = field(
         default=None,
