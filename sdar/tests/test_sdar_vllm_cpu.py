@@ -175,3 +175,17 @@ def test_two_ranks_train_with_vllm_colocate_under_zero3(tmp_path):
     assert results["rollouts"] == 2 and len(rollouts) == 2
     for h in rollouts:
         assert h["sampling/logp_gap_mean"] < GAP_MEAN_TOL and h["sampling/logp_gap_max"] < GAP_MAX_TOL, h
+
+
+def test_lora_adapters_reach_vllm_merged_after_every_sync(tmp_path, monkeypatch):
+    """`model.lora`: TRL's sync hands vLLM the merged weights under the base model's names (`peft merge_adapter`,
+    `VLLMGeneration._iter_named_params`), so the engine samples from the adapted policy: the gap stays ~0 after the
+    update, and the same run with the sync skipped shows that the adapters moved the policy."""
+    _, rollouts = train(tmp_path / "run", monkeypatch, extra=("model.lora.r=8",))
+    print("\nLoRA r=8:", gap_lines(rollouts))
+    for h in rollouts:
+        assert h["sampling/logp_gap_mean"] < GAP_MEAN_TOL and h["sampling/logp_gap_max"] < GAP_MAX_TOL, h
+    monkeypatch.setattr(agentrl_shared.trainer, "sync_vllm_weights", lambda vllm_generation: None)
+    _, stale = train(tmp_path / "stale", monkeypatch, extra=("model.lora.r=8",))
+    print("LoRA r=8, weight sync skipped:", gap_lines(stale))
+    assert stale[1]["sampling/logp_gap_mean"] > 10 * GAP_MEAN_TOL
