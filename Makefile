@@ -125,23 +125,28 @@ report: check-paper setup  ## regenerate a paper's README results table and curv
 
 # on a bare, air-gapped GPU node (torch with CUDA, transformers, accelerate): no sync; what is missing is installed
 # from the wheels of .gpu-carry/ (`make gpu-carry` on a machine with network, for the node's Python) into
-# .gpu-carry/site, and the packages run from the tree. PYTHON: the node's interpreter; ARGS="--vllm" where vLLM is.
+# .gpu-carry/site-packages (the name matters: dill, which datasets fingerprints with, pickles a module by reference only
+# from a path named site-packages or under sys.prefix, and by value, failing on pyarrow, from any other), and the
+# packages run from the tree. PYTHON: the node's interpreter; ARGS="--vllm" where vLLM is.
 PYTHON ?= python3
 GPU_PYTHON_VERSION ?= 3.12
 GPU_CARRY := .gpu-carry
-GPU_WHEELS := trl==1.16.0 datasets==5.2.0 "pyarrow>=24" pandas "dill<0.4.2" "multiprocess<0.70.20" xxhash \
-	"fsspec<=2026.9.0" hjson ninja py-cpuinfo msgpack einops pydantic pydantic-core annotated-types \
-	typing-inspection pytz tzdata python-dateutil
+# the versions of uv.lock (torch, transformers and accelerate are the node's own)
+GPU_WHEELS := trl==1.16.0 datasets==5.2.0 pyarrow==26.0.1 pandas==3.1.1 dill==0.4.1 multiprocess==0.70.19 \
+	xxhash==4.1.0 fsspec==2026.9.0 omegaconf==2.4.0 hjson==3.1.0 ninja==1.13.2 py-cpuinfo==9.0.0 msgpack==1.2.4 \
+	einops==0.8.2 pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 \
+	python-dateutil==2.9.0.post0 six==1.17.0
 GPU_NEEDS := needs CUDA; on a GPU node it needs torch (CUDA), transformers and accelerate, plus the wheels \
 	of $(GPU_CARRY)/ carried with the tree (trl 1.16.0, deepspeed 0.19.8, datasets 5.2.0 and their dependencies: \
 	make gpu-carry builds them on a machine with network)
 gpu-check:  ## on a bare GPU node, no network: SDAR and GRPO, 2 rollouts each, ZeRO-3 + HF generation, bf16; stage times, MFU
 	@$(PYTHON) -c "import torch, sys; sys.exit(not torch.cuda.is_available())" 2>/dev/null || \
 	  { echo "make gpu-check $(GPU_NEEDS)."; exit 2; }
-	@PYTHONPATH=$(GPU_CARRY)/site $(PYTHON) -c "import trl, deepspeed, datasets" 2>/dev/null || \
+	@PYTHONPATH=$(GPU_CARRY)/site-packages $(PYTHON) -c "import trl, deepspeed, datasets, omegaconf" 2>/dev/null || \
 	  { test -d $(GPU_CARRY) || { echo "make gpu-check: no $(GPU_CARRY)/ here; it $(GPU_NEEDS)."; exit 2; }; \
-	    $(PYTHON) -m pip install -q --no-index --no-deps --target $(GPU_CARRY)/site $(GPU_CARRY)/*.whl; }
-	PYTHONPATH=$(GPU_CARRY)/site:shared/src:sdar/src$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m sdar.gpu_check $(ARGS)
+	    $(PYTHON) -m pip install -q --no-index --no-deps --target $(GPU_CARRY)/site-packages $(GPU_CARRY)/*.whl; }
+	PYTHONPATH=$(GPU_CARRY)/site-packages:shared/src:sdar/src$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m sdar.gpu_check \
+	  $(ARGS)
 
 gpu-carry:  ## on a machine with network: the wheels `make gpu-check` needs on a bare GPU node, into .gpu-carry/
 	mkdir -p $(GPU_CARRY)
@@ -149,7 +154,7 @@ gpu-carry:  ## on a machine with network: the wheels `make gpu-check` needs on a
 	  --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
 	  --platform manylinux2014_x86_64 -d $(GPU_CARRY) $(GPU_WHEELS)
 	$(PYTHON) -m pip wheel -q --no-deps -w $(GPU_CARRY) deepspeed==0.19.8
-	@du -sh $(GPU_CARRY)
+	PYTHONPATH=shared/src $(PYTHON) -m agentrl_shared.carry $(GPU_CARRY)
 
 gpu-smoke: setup-reproduce  ## on one GPU, no vLLM/DeepSpeed: each GRPO trainer's smoke on CUDA in bf16, then vad.gpu_check
 	@for p in sdar agentopsd envace skillrise; do \
