@@ -123,6 +123,20 @@ eval: check-paper setup  ## evaluate a config: PAPER=sdar CONFIG=<name> [ARGS="m
 report: check-paper setup  ## regenerate a paper's README results table and curves from result files
 	$(RUN) $(REPORT_$(PAPER))
 
+# SDAR's and AgentOPSD's mechanism check on the CPU plan's checkpoints (`make reproduce PAPER=...` first): the
+# skill-conditioned teacher's success, its log-prob gap to the student and the gate / belief built on it, for the
+# untrained, GRPO-final and method-final models; then the report step files it and rebuilds the README table
+MECHANISMS_PAPERS := sdar agentopsd
+RUNS ?= runs/$(PAPER)
+.PHONY: mechanisms check-mechanisms
+check-mechanisms:
+	@case " $(MECHANISMS_PAPERS) " in *" $(PAPER) "*) ;; *) echo "make mechanisms: PAPER=$(PAPER) has no \
+	mechanism check; valid: $(MECHANISMS_PAPERS)"; exit 2;; esac
+
+mechanisms: check-mechanisms setup-reproduce  ## teacher success, teacher-student gap, gate/belief on the CPU panel: PAPER=sdar|agentopsd [RUNS=runs/PAPER]
+	$(REPRO_RUN) $(PAPER) mechanisms --runs $(RUNS) --output $(RUNS)/cpu/mechanisms
+	$(REPRO_RUN) $(PAPER) report --runs $(RUNS)
+
 # on a bare, air-gapped GPU node (torch with CUDA, transformers, accelerate): no sync; what is missing is installed
 # from the wheels of .gpu-carry/ (`make gpu-carry` on a machine with network, for the node's Python) into
 # .gpu-carry/site-packages (the name matters: dill, which datasets fingerprints with, pickles a module by reference only

@@ -12,7 +12,7 @@ from agentrl_shared.config import ConfigError
 
 
 PACKAGE = Path(__file__).resolve().parent.parent
-BLOCKS = ("results-cpu", "horizon-cpu", "results-paper", "bench", "compare-textrooms")
+BLOCKS = ("results-cpu", "horizon-cpu", "mechanisms-cpu", "results-paper", "bench", "compare-textrooms")
 
 
 def readme(tmp_path) -> Path:

@@ -1,9 +1,11 @@
-"""`agentopsd train|eval|reproduce|report`: the AgentOPSD command line (`agentopsd <command> --help` for its flags).
+"""`agentopsd train|eval|reproduce|report|mechanisms`: the AgentOPSD command line (`agentopsd <command> --help`).
 
 `train` runs one configuration and evaluates the result on the fixed panel; `eval` evaluates a model (the untrained
 Vanilla / Skill-Prompt* baselines, or a checkpoint); `reproduce` runs one scale's plan (configs x methods x seeds)
 under an output folder (git-ignored); `report` copies finished runs into `agentopsd/results` and rebuilds the README
-tables and learning curves from those files, the only command that writes tracked files. No algorithm logic here.
+tables and learning curves from those files, the only command that writes tracked files; `mechanisms` measures the
+self-teacher's success and its gap, belief and advantage weights on the panel for the untrained, GRPO and AgentOPSD
+models (`agentopsd.mechanisms`). No algorithm logic here.
 """
 
 import logging
@@ -12,6 +14,7 @@ from pathlib import Path
 
 from agentrl_shared.cli import (
     LaunchFlags,
+    add_mechanisms_flags,
     add_plan_flags,
     build_parser,
     check_plan,
@@ -53,6 +56,8 @@ BASELINES = {
 }
 # reproduce plans: the method against GRPO (and, on CPU, the untrained model); `--methods` takes any of BASELINES
 PLAN = ["grpo", "agentopsd"]
+MECHANISMS_HELP = ("the skill-conditioned teacher's success and its log-prob gap, belief and advantage weights on "
+                   "the panel: untrained, GRPO-final and AgentOPSD-final (writes mechanisms.json)")  # fmt: skip
 # the paper's headline model (its README table is Qwen2.5-7B); `--configs` adds the 3B ones
 PAPER_CONFIGS = ["alfworld_qwen2.5-7b_paper", "webshop_qwen2.5-7b_paper", "search_qwen2.5-7b_paper"]
 
@@ -144,7 +149,8 @@ def reproduce(
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser, subs = build_parser(PACKAGE, __doc__, CPU_CONFIG, list(BASELINES))
+    parser, subs = build_parser(PACKAGE, __doc__, CPU_CONFIG, list(BASELINES), {"mechanisms": MECHANISMS_HELP})
+    add_mechanisms_flags(subs["mechanisms"], PACKAGE, CPU_CONFIG)
     add_plan_flags(subs["reproduce"], PLAN, list(BASELINES), PAPER_CONFIGS)
     subs["report"].add_argument("--compare", type=Path, default=None,
                                 help="also file a `make compare` output folder (e.g. runs/compare/textrooms)")  # fmt: skip
@@ -159,6 +165,10 @@ def main(argv: list[str] | None = None) -> None:
         elif ns.command == "reproduce":
             reproduce(ns.scale, seeds_arg(ns.seeds), ns.overrides, ns.output, launch_flags(ns), ns.methods.split(","),
                       ns.configs.split(","))  # fmt: skip
+        elif ns.command == "mechanisms":
+            from .mechanisms import mechanisms
+
+            mechanisms(ns.config, ns.runs, ns.seed, ns.output, ns.overrides)
         elif ns.command == "train":
             train(load(ns.config, [*method_switches(BASELINES, ns.method), *ns.overrides]), ns.method, ns.output)
         else:

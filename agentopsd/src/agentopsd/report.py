@@ -17,6 +17,7 @@ import statistics
 from pathlib import Path
 
 from agentrl_shared.config import ConfigError
+from agentrl_shared.mechanisms import file_mechanisms, load_mechanisms
 from agentrl_shared.report import (
     collect_runs,
     horizon_report,
@@ -26,6 +27,8 @@ from agentrl_shared.report import (
     replace_block,
     success_curves,
 )
+
+from .mechanisms import table as mechanisms_table
 
 
 logger = logging.getLogger(__name__)
@@ -120,6 +123,8 @@ def report(readme: Path, runs: Path | None = None, compare: Path | None = None) 
     results = readme.parent / "results"
     if runs is not None:
         logger.info(f"report: copied {collect_runs(runs, results, RUN_FILES)} finished runs from {runs} to {results}")
+        if file_mechanisms(runs, results):
+            logger.info(f"report: filed {runs}/cpu/mechanisms in {results}/cpu/mechanisms")
     if compare is not None:
         file_compare(compare, results)
     text = readme.read_text()
@@ -129,6 +134,7 @@ def report(readme: Path, runs: Path | None = None, compare: Path | None = None) 
     text = replace_block(text, "results-cpu", cpu_table(cpu))
     horizon = horizon_report(results, "cpu", METHOD_NAMES, results / "cpu" / "horizon.png")
     text = replace_block(text, "horizon-cpu", horizon)
+    text = replace_block(text, "mechanisms-cpu", mechanisms_table(load_mechanisms(results)))
     paper = json.loads((readme.parent / "paper_results.json").read_text())
     text = replace_block(text, "results-paper", paper_table(load_runs(results, "paper"), paper))
     text = replace_block(text, "bench", bench_line(readme.resolve().parent.parent / "bench-results.json"))

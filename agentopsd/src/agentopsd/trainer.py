@@ -177,13 +177,8 @@ class AgentOPSDTrainer(MultiTurnGRPOTrainer):
             # AgentOPSD's `tether_seq` at turn granularity: the mean token gap of the turn in exp(sign(A) * .)
             w = torch.exp(torch.sign(advantages) * (delta * mask).sum(-1) / mask.sum(-1).clamp(min=1.0))
             return advantages * ((1.0 - lam) + lam * w.clamp(1.0 - a.rlsd_clip, 1.0 + a.rlsd_clip))
-        rewards, group_ids, episode_ids, ok = meta["rewards"], meta["group_ids"], meta["episode_ids"], meta["ok"]
-        if a.v0_prior is None:  # compute_group_mean_v0 over the rows that carry a reward
-            v0 = torch.full_like(rewards, 0.5)
-            if ok.any():
-                v0[ok] = group_mean_v0(rewards[ok], group_ids[ok], episode_ids[ok], reward_scale=a.v0_reward_scale)
-        else:
-            v0 = torch.full_like(rewards, a.v0_prior)
+        rewards, group_ids, episode_ids = meta["rewards"], meta["group_ids"], meta["episode_ids"]
+        v0 = self._v0(meta)
         lam = linear_warmdown(a.mult_lambda, self.rollouts_done, a.warmdown_steps)
         belief = {
             "lam": lam, "band": a.mult_band, "gamma": a.belief_decay_gamma, "signed": a.signed,
@@ -203,6 +198,18 @@ class AgentOPSDTrainer(MultiTurnGRPOTrainer):
             credit = row_token_credit(advantages, delta, mask, v0, returns=rewards, **raw, **belief)
         self._log_credit(advantages, credit, mask, v0, delta, lam)
         return credit
+
+    def _v0(self, meta: dict) -> torch.Tensor:
+        """(N,) belief prior V_0 of each row: `compute_group_mean_v0` over the rows that carry a reward (0.5 on the
+        others), or the fixed `v0_prior`."""
+        a, rewards, ok = self.args, meta["rewards"], meta["ok"]
+        if a.v0_prior is not None:
+            return torch.full_like(rewards, a.v0_prior)
+        v0 = torch.full_like(rewards, 0.5)
+        if ok.any():
+            v0[ok] = group_mean_v0(rewards[ok], meta["group_ids"][ok], meta["episode_ids"][ok],
+                                   reward_scale=a.v0_reward_scale)  # fmt: skip
+        return v0
 
     def _log_credit(self, advantages, credit, mask, v0, delta, lam) -> None:
         """`agentopsd/*` metrics: the multiplier A_hat / A (0.5 + 0.5 m at the defaults), its clipped share, V_0 and

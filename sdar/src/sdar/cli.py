@@ -1,9 +1,11 @@
-"""`sdar train|eval|reproduce|report`: the command line of the SDAR package (`sdar <command> --help` for its flags).
+"""`sdar train|eval|reproduce|report|mechanisms`: the SDAR command line (`sdar <command> --help` for its flags).
 
 `train` runs one configuration and evaluates the result on the fixed panel; `eval` evaluates a model (the untrained
 Vanilla / Skill-Prompt* baselines, or a checkpoint); `reproduce` runs one scale's plan (configs x methods x seeds)
 under an output folder (git-ignored); `report` copies finished runs into `sdar/results` and rebuilds the README
-tables and learning curves from those files, the only command that writes tracked files. No algorithm logic here.
+tables and learning curves from those files, the only command that writes tracked files; `mechanisms` measures the
+self-teacher's success and its gap and gate on the panel for the untrained, GRPO and SDAR models
+(`sdar.mechanisms`). No algorithm logic here.
 """
 
 import logging
@@ -12,6 +14,7 @@ from pathlib import Path
 
 from agentrl_shared.cli import (
     LaunchFlags,
+    add_mechanisms_flags,
     add_plan_flags,
     build_parser,
     check_plan,
@@ -48,6 +51,8 @@ METHODS = {
 # the default CPU plan (about 16 minutes a seed on 2 cores): the method against GRPO and the untrained model;
 # the ungated ablation is `--methods grpo,grpo_opsd,sdar` (about 8 minutes more)
 CPU_PLAN = ["grpo", "sdar"]
+MECHANISMS_HELP = ("the skill-conditioned teacher's success and its log-prob gap and gate on the panel: untrained, "
+                   "GRPO-final and SDAR-final (writes mechanisms.json)")  # fmt: skip
 PAPER_CONFIGS = ["alfworld_qwen2.5-3b_paper", "webshop_qwen2.5-3b_paper", "search_qwen2.5-3b_paper"]
 
 
@@ -137,7 +142,8 @@ def reproduce(
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser, subs = build_parser(PACKAGE, __doc__, CPU_CONFIG, list(METHODS))
+    parser, subs = build_parser(PACKAGE, __doc__, CPU_CONFIG, list(METHODS), {"mechanisms": MECHANISMS_HELP})
+    add_mechanisms_flags(subs["mechanisms"], PACKAGE, CPU_CONFIG)
     add_plan_flags(subs["reproduce"], CPU_PLAN, list(METHODS), PAPER_CONFIGS)
     ns = parse_args(parser, subs, argv)
     setup_logging()
@@ -150,6 +156,10 @@ def main(argv: list[str] | None = None) -> None:
         elif ns.command == "reproduce":
             reproduce(ns.scale, seeds_arg(ns.seeds), ns.overrides, ns.output, ns.methods.split(","), launch_flags(ns),
                       ns.configs.split(","))  # fmt: skip
+        elif ns.command == "mechanisms":
+            from .mechanisms import mechanisms
+
+            mechanisms(ns.config, ns.runs, ns.seed, ns.output, ns.overrides)
         elif ns.command == "train":
             train(load(ns.config, [*method_switches(METHODS, ns.method), *ns.overrides]), ns.method, ns.output)
         else:

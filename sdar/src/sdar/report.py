@@ -11,6 +11,7 @@ import logging
 import statistics
 from pathlib import Path
 
+from agentrl_shared.mechanisms import file_mechanisms, load_mechanisms
 from agentrl_shared.report import (
     collect_runs,
     horizon_report,
@@ -20,6 +21,8 @@ from agentrl_shared.report import (
     replace_block,
     success_curves,
 )
+
+from .mechanisms import table as mechanisms_table
 
 
 logger = logging.getLogger(__name__)
@@ -84,11 +87,14 @@ def report(readme: Path, runs: Path | None = None) -> None:
     results = package / "results"
     if runs is not None:
         logger.info(f"report: copied {collect_runs(runs, results, RUN_FILES)} finished runs from {runs} to {results}")
+        if file_mechanisms(runs, results):
+            logger.info(f"report: filed {runs}/cpu/mechanisms in {results}/cpu/mechanisms")
     text = readme.read_text()
     cpu = load_runs(results, "cpu")
     text = replace_block(text, "results-cpu", cpu_table(cpu))
     horizon = horizon_report(results, "cpu", METHOD_NAMES, results / "cpu" / "horizon.png")
     text = replace_block(text, "horizon-cpu", horizon)
+    text = replace_block(text, "mechanisms-cpu", mechanisms_table(load_mechanisms(results)))
     paper = json.loads((package / "paper_results.json").read_text())
     text = replace_block(text, "results-paper", paper_table(load_runs(results, "paper"), paper))
     readme.write_text(text)

@@ -571,19 +571,21 @@ def check_paper_prerequisites(title: str, configs: list[str], load: Callable[[st
 
 
 def build_parser(
-    package: str, doc: str, default_config: str, methods: list[str] = ()
+    package: str, doc: str, default_config: str, methods: list[str] = (), extra: dict[str, str] | None = None
 ) -> tuple[argparse.ArgumentParser, dict]:
     """`<package> train|eval|reproduce|report`, each subcommand with the flags every trainer package honours; a
     package adds its own flags to the returned subparsers (`{"train": ..., "eval": ..., ...}`). `methods`: the names
-    `train --method` accepts besides `run` (their switches: `method_switches`); `eval --method` is a label."""
+    `train --method` accepts besides `run` (their switches: `method_switches`); `eval --method` is a label. `extra`:
+    the package's further commands (`{name: help}`, e.g. `mechanisms`, whose flags `add_mechanisms_flags` adds)."""
     parser = argparse.ArgumentParser(prog=package, description=doc, formatter_class=argparse.RawTextHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{train,eval,reproduce,report}")
     helps = {
         "train": "train one configuration, then evaluate it on the fixed panel",
         "eval": "evaluate model.name_or_path on the fixed panel (the untrained baseline, or a checkpoint)",
         "reproduce": "run one scale's plan (methods x seeds) under --output; finished runs are not redone",
         "report": "copy finished runs into <README folder>/results and rebuild the README tables and curves",
+        **(extra or {}),
     }
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{" + ",".join(helps) + "}")
     subs = {name: sub.add_parser(name, help=text, description=text) for name, text in helps.items()}
     output = f"runs/{package}"
     for name in ("train", "eval"):
@@ -612,6 +614,20 @@ def build_parser(
     return parser, subs
 
 
+def add_mechanisms_flags(q: argparse.ArgumentParser, package: str, default_config: str) -> None:
+    """`<package> mechanisms` (SDAR, AgentOPSD: `agentrl_shared.mechanisms`): the config, the runs folder holding the
+    trained checkpoints (`<runs>/cpu/<method>/seed<seed>/final`), the output folder and config overrides."""
+    q.add_argument("--config", default=default_config,
+                   help=f"a file in {package}/configs/ (name without .yaml) or a YAML path (default {default_config})")  # fmt: skip
+    q.add_argument("--runs", default=Path(f"runs/{package}"), type=Path,
+                   help=f"the runs folder of the CPU plan (default runs/{package}): cpu/<method>/seed<seed>/final")  # fmt: skip
+    q.add_argument("--seed", default=0, type=int, help="training seed of the checkpoints (default 0)")
+    q.add_argument("--output", default=Path(f"runs/{package}/cpu/mechanisms"), type=Path,
+                   help=f"where mechanisms.json is written (default runs/{package}/cpu/mechanisms; `{package} report "
+                   f"--runs runs/{package}` files it)")  # fmt: skip
+    q.add_argument("overrides", nargs="*", help="key=value or section.key=value")
+
+
 def parse_args(parser: argparse.ArgumentParser, subs: dict, argv: list[str] | None) -> argparse.Namespace:
     """Parse `<command> [options and key=value overrides in any order]`. For `train` and `eval`, the config and its
     overrides are checked against the package's `configs/fields.json` (`agentrl_shared.schema.precheck`) before the
@@ -621,7 +637,7 @@ def parse_args(parser: argparse.ArgumentParser, subs: dict, argv: list[str] | No
         return parser.parse_args(argv)  # --help, or a usage error naming the valid commands
     ns = subs[argv[0]].parse_intermixed_args(argv[1:])  # (argparse cannot intermix through subparsers)
     ns.command = argv[0]
-    if ns.command in ("train", "eval"):
+    if ns.command in ("train", "eval", "mechanisms"):
         from .schema import precheck
 
         run_command(parser.prog, lambda: precheck(parser.prog, ns.config, ns.overrides))
@@ -675,6 +691,7 @@ __all__ = [
     "is_main_process",
     "LaunchFlags",
     "add_launch_flags",
+    "add_mechanisms_flags",
     "add_plan_flags",
     "check_plan",
     "latest_checkpoint",

@@ -69,6 +69,12 @@ def load_tasks(split: str, num_tasks: int = 64, num_rooms: int = 4, task_types: 
     return tasks
 
 
+def solution_actions(task: dict) -> list[str]:
+    """The task's solution, one action per turn: go to the object's room, then (fetch) take the object."""
+    go = f"go to {task['room']}"
+    return [go] if task["task_type"] == "find" else [go, f"take {task['object']}"]
+
+
 class TextRoomsEnv:
     """The TextRooms game behind the `TextEnv` protocol; reward 1 when the task is solved, else 0.
 
