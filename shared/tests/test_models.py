@@ -63,3 +63,32 @@ def test_git_commit_stamps_a_checkout_and_says_unknown_outside(tmp_path):
     assert git_commit(tmp_path) == "unknown"
     stamp = git_commit()
     assert stamp == "unknown" or len(stamp.split("+")[0]) >= 7
+
+
+def test_git_commit_is_the_commit_the_process_loaded(tmp_path):
+    """A results file names the commit its process started from, even when the checkout moves on during the run."""
+    import shutil
+    import subprocess
+    import sys
+
+    from agentrl_shared import provenance
+
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(tmp_path)]
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    shutil.copy(provenance.__file__, tmp_path / "provenance.py")
+    subprocess.run([*git, "add", "provenance.py"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "a"], check=True)
+    script = (
+        "import importlib.util, subprocess, sys\n"
+        f"spec = importlib.util.spec_from_file_location('p', {str(tmp_path / 'provenance.py')!r})\n"
+        "p = importlib.util.module_from_spec(spec); spec.loader.exec_module(p)\n"
+        f"open({str(tmp_path / 'later.txt')!r}, 'w').write('x')\n"
+        f"subprocess.run({[*git, 'add', 'later.txt']!r}, check=True)\n"
+        f"subprocess.run({[*git, 'commit', '-q', '-m', 'b']!r}, check=True)\n"
+        f"print(p.git_commit(), p.read_commit({str(tmp_path)!r}))\n"
+    )
+    started, now = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    ).stdout.split()
+    log = subprocess.run([*git, "log", "--format=%h"], capture_output=True, text=True, check=True).stdout.split()
+    assert (started, now) == (log[1], log[0])

@@ -31,20 +31,31 @@ def redact(value):
     return value
 
 
-def git_commit(where: Path | str | None = None) -> str:
-    """Short commit of the checkout holding `where` (default: this package), with `+dirty` when tracked files have
-    uncommitted changes; `unknown` outside a git checkout (an installed or copied package)."""
-    cwd = Path(where) if where is not None else Path(__file__).resolve().parent
+def read_commit(where: Path | str) -> str:
+    """Short commit of the checkout holding `where`, with `+dirty` when tracked files have uncommitted changes;
+    `unknown` outside a git checkout (an installed or copied package)."""
     try:
         commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=cwd, capture_output=True, text=True, check=True
+            ["git", "rev-parse", "--short", "HEAD"], cwd=where, capture_output=True, text=True, check=True
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd, capture_output=True, text=True
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=where, capture_output=True, text=True
         ).stdout.strip()
         return commit + ("+dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 
 
-__all__ = ["git_commit", "redact"]
+# the commit this process loaded its code from, read when the process first imports this module (every CLI does at
+# start-up, through the evaluation and run-loop modules): a run that lasts an hour while the checkout moves on
+# still files the commit it ran, not the one checked out when it writes its results
+LOADED_COMMIT = read_commit(Path(__file__).resolve().parent)
+
+
+def git_commit(where: Path | str | None = None) -> str:
+    """The commit results are stamped with: the one this process started from (`LOADED_COMMIT`), or with `where`
+    the current commit of the checkout holding `where`."""
+    return LOADED_COMMIT if where is None else read_commit(where)
+
+
+__all__ = ["LOADED_COMMIT", "git_commit", "read_commit", "redact"]
