@@ -129,3 +129,38 @@ def test_overflow_raises_or_is_counted(tok):
     _, ep, _ = play(tok, lambda: make_env("textrooms"), task, "alfworld", 15, ["go to kitchen"], max_prompt_length=40,
                     overflow="truncate")  # fmt: skip
     assert ep.rows[0].prompt_truncated and len(ep.rows[0].prompt_ids) == 40
+
+
+@pytest.mark.parametrize("env_name", ["alfworld", "webshop", "scienceworld", "textrooms"])
+def test_curate_prompt_structure_per_family(tok, env_name):
+    """Official `skillrise_{alfworld,webshop,sciworld}/prompt.py` curate prompts: the same sections and rules in every
+    family, the family and its abstraction examples its own; WebShop's attempt shows the goal, and its prompt lists
+    the shopping steps worth distilling."""
+    from agentrl_shared.envs import make_env
+    from agentrl_shared.prompts import make_prompt
+    from skillrise.trial import CURATE_TEXT, SolvePrompt
+
+    with EnvPool(lambda: make_env("textrooms"), num_slots=1, num_workers=0) as pool:
+        solve = SolvePrompt(make_prompt("textrooms"))  # the curate prompt does not depend on the solve prompt
+        runner = TrialRunner(pool, solve, tok, env_name, 2, 4096)
+        text = runner.carry_prompt("", ["start here", "you see a door"], ["go to door 1"], won=False)
+    user = text.split("<|im_start|>user\n", 1)[1].split("<|im_end|>", 1)[0]
+    family = CURATE_TEXT[env_name]
+    assert user.startswith(
+        f"You maintain a SKILL DOCUMENT for an agent that solves a family of related {family.family}."
+    )
+    sections = ["## Old Skill Document\n(The skill document is empty", f"## Most Recent Attempt ({family.attempt})\n"
+                "Initial observation: start here\nAction 1: go to door 1\nObservation 1: you see a door\n"
+                "Outcome of this attempt: FAILURE", "## What to do\n", "- Abstract, do not memorise: ",
+                "Headers that often fit", "inside <skill> </skill> tags."]  # fmt: skip
+    at = [user.find(s) for s in sections]
+    assert -1 not in at and at == sorted(at), list(zip(sections, at, strict=True))
+    examples = {"alfworld": "receptacle ids", "textrooms": "receptacle ids", "scienceworld": "substance names",
+                "webshop": "price limits"}  # fmt: skip
+    assert examples[env_name] in user
+    shopping = "click[buy now]" in user
+    assert shopping == (env_name == "webshop")
+    if shopping:
+        assert "the shopping goal" in user and family.procedure in user and family.procedure.count("\n- ") == 5
+    with pytest.raises(ValueError, match="No curate prompt for environment 'cooking'"):
+        TrialRunner(pool, solve, tok, "cooking", 2, 4096)

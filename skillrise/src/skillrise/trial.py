@@ -39,29 +39,70 @@ REFLECTION_HEADER = (
     "helps; ignore whatever does not fit the current task."
 )
 EMPTY_REFLECTION = "(No earlier experience yet.)"
-CURATE_PROMPT = """You maintain a SKILL DOCUMENT for an agent that solves a family of related {env} tasks. You have \
+CURATE_PROMPT = """You maintain a SKILL DOCUMENT for an agent that solves a family of related {family}. You have \
 just watched one attempt. Revise the document so that the agent solves the LATER tasks of this family more reliably.
 
 ## Old Skill Document
 {document}
 
-## Most Recent Attempt (observations and the agent's actions)
+## Most Recent Attempt ({attempt})
 {trajectory}
 Outcome of this attempt: {outcome}
 
 ## What to do
 Rewrite the skill document, starting from the old one and refining it with what this attempt showed. Rules:
-- Abstract, do not memorise: say "the target object" or "the right container" instead of concrete names, ids, \
-places or numbers.
+- Abstract, do not memorise: {abstract}
 - Ground every statement in what actually happened above; never invent steps you did not see.
 - If the attempt failed, turn the point of failure into a concrete pitfall.
 - Be concise: a short, precise document beats a long one. If the attempt taught little, keep the old document \
 nearly unchanged.
 - Do not copy the trajectory; distil a reusable procedure, not a history.
-
+{procedure}
 Headers that often fit (optional): ## When to use, ## Workflow, ## Pitfalls.
 
 Reason first, then give the FULL revised skill document inside <skill> </skill> tags."""
+
+
+@dataclass(frozen=True)
+class CurateText:
+    """What the curate prompt says of one environment family: the family, what the attempt shows, the instances to
+    abstract away, and a family's own procedure list. Official `skillrise_{alfworld,webshop,sciworld}/prompt.py`
+    (`*_CURATE_PROMPT`): the same rules in every family, the family and the abstraction examples its own, and for
+    WebShop the attempt shows the shopping goal and a list of shopping steps worth distilling."""
+
+    family: str
+    attempt: str
+    abstract: str
+    procedure: str = ""
+
+
+HOUSEHOLD = (
+    'replace concrete object names, receptacle ids and location numbers (e.g. "mug 2", "cabinet 4") with general '
+    'ones ("the target object", "a receptacle").'
+)
+CURATE_TEXT = {
+    "alfworld": CurateText("ALFRED household tasks", "observations and the agent's actions", HOUSEHOLD),
+    "textrooms": CurateText("TextRooms household tasks", "observations and the agent's actions", HOUSEHOLD),
+    "scienceworld": CurateText(
+        "ScienceWorld tasks",
+        "observations and the agent's actions",
+        'replace concrete substance names, container colours, room names and numeric thresholds (e.g. "salt water", '
+        '"the green box", "the workshop") with general ones ("the target substance", "the designated container").',
+    ),
+    "webshop": CurateText(
+        "WebShop online-shopping tasks (one product category)",
+        "the shopping goal, the observations and the agent's actions",
+        'replace concrete product names, brands, exact attribute values and price limits (e.g. "navy blue", '
+        '"12 pack", "under 40.00 dollars") with general ones ("the required colour or size option", "the price '
+        'limit").',
+        "\nWhere it helps, the document should say how, in WebShop:\n"
+        "- to write a search query that carries the goal's constraints;\n"
+        "- to pick a search result by its category and attributes, not by its rank;\n"
+        "- in which order to set the product's options (colour, size, count, ...) before buying;\n"
+        "- to check the product's attributes AND the price limit BEFORE click[buy now];\n"
+        "- to navigate: when to go back, when to open the description or features, when to turn the page.\n",
+    ),
+}
 REFLECT_PROMPT = """You have just finished one task of a family of related {env} tasks. Reflect on the attempt and \
 draw TRANSFERABLE experience from it for the LATER, DIFFERENT tasks of this family.
 
@@ -239,6 +280,8 @@ class TrialRunner:
     ):
         if carry_mode not in CARRY_MODES:
             raise ValueError(f"Unknown carry_mode {carry_mode!r}; valid: {', '.join(CARRY_MODES)}.")
+        if env_name not in CURATE_TEXT:
+            raise ValueError(f"No curate prompt for environment {env_name!r}; known: {', '.join(CURATE_TEXT)}.")
         self.pool = RecordingPool(pool)
         self.tokenizer, self.env_name, self.carry_mode = tokenizer, env_name, carry_mode
         self.max_prompt_length, self.skill_max_chars = max_prompt_length, skill_max_chars
@@ -263,9 +306,11 @@ class TrialRunner:
         if self.carry_mode == "reflect":
             user = REFLECT_PROMPT.format(env=env, trajectory=trajectory, outcome=outcome)
         else:
+            text = CURATE_TEXT[self.env_name]
             user = CURATE_PROMPT.format(
-                env=env, document=document.strip() or EMPTY_DOCUMENT, trajectory=trajectory, outcome=outcome
-            )
+                family=text.family, attempt=text.attempt, abstract=text.abstract, procedure=text.procedure,
+                document=document.strip() or EMPTY_DOCUMENT, trajectory=trajectory, outcome=outcome,
+            )  # fmt: skip
         text = self.tokenizer.apply_chat_template(
             [{"role": "user", "content": user}], tokenize=False, add_generation_prompt=True,
             **self.chat_template_kwargs,
