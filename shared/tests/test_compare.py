@@ -149,3 +149,45 @@ def test_a_finished_plan_prints_its_table_and_writes_its_curves(tmp_path):
     assert "| Vanilla | 25.0 (1 seed) | 1 | 100 |" in text and "| GRPO | 60.0 +- 14.1 (2 seeds) | 2 | 100 |" in text
     assert "SDAR" not in text and "301 s of runs in all" in text
     assert (tmp_path / "cpu" / "learning_curves.png").stat().st_size > 0
+
+
+def episodes_run(root, seed: int, wins: list[bool], tasks: list[str] | None = None):
+    """A run folder with a results.json (training seed) and a final evaluation of `wins` on tasks t0, t1, ..."""
+    root.mkdir(parents=True)
+    (root / "results.json").write_text(json.dumps(payload(seed, sum(wins) / len(wins))))
+    tasks = tasks or [f"t{i}" for i in range(len(wins))]
+    (root / "eval_episodes.jsonl").write_text("".join(
+        json.dumps({"rollouts": 3, "task_id": t, "seed": 1000, "won": w, "failed": False}) + "\n"
+        for t, w in zip(tasks, wins, strict=True)))  # fmt: skip
+    return root
+
+
+def test_paired_difference_to_the_baseline_with_a_bootstrap_interval(tmp_path):
+    from agentrl_shared.report import paired_difference
+
+    base = [episodes_run(tmp_path / "b0", 0, [True, False, False, True]),
+            episodes_run(tmp_path / "b1", 1, [False, False, True, True])]  # fmt: skip
+    mine = [episodes_run(tmp_path / "m0", 0, [True, True, False, True]),
+            episodes_run(tmp_path / "m1", 1, [True, False, True, False])]  # fmt: skip
+    d = paired_difference(mine, base)
+    # per instance, averaged over the 2 seeds: t0 (0 + 100) / 2 = 50, t1 50, t2 0, t3 (0 - 100) / 2 = -50
+    assert d["mean"] == pytest.approx(12.5) and (d["instances"], d["seeds"], d["better"], d["worse"]) == (4, 2, 2, 1)
+    assert -50 <= d["lo"] < d["mean"] < d["hi"] <= 50
+    assert paired_difference(mine, base) == d  # a fixed generator: the same report every time
+    same = paired_difference(base, base)
+    assert (same["mean"], same["lo"], same["hi"], same["better"], same["worse"]) == (0, 0, 0, 0, 0)
+    assert paired_difference(mine[:1], base[1:]) is None  # seeds 0 and 1 do not pair
+    other = [episodes_run(tmp_path / "o0", 0, [True, True, False, True], tasks=["t0", "t1", "t2", "t9"])]
+    with pytest.raises(ValueError, match="seed 0: .* different panels"):
+        paired_difference(other, base)
+
+
+def test_compare_table_carries_the_paired_difference_to_grpo(tmp_path):
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    episodes_run(runs / "GRPO" / "seed0", 0, [True, False, False, True])
+    episodes_run(runs / "SDAR" / "seed0", 0, [True, True, False, True])
+    main(["GRPO=agentopsd:x:grpo", "SDAR=sdar:x", "--env", "textrooms", "--seeds", "0", "--out", str(out),
+          "--runs", str(runs)])  # fmt: skip
+    text = (out / "compare.md").read_text()
+    assert "| Method - GRPO | success pts (paired mean) |" in text
+    assert "| SDAR | +25.0 | [+0.0, +75.0] | 4 x 1 | 1 / 0 |" in text

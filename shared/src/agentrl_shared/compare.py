@@ -3,7 +3,8 @@
 Plumbing only: each entry `LABEL=PACKAGE:CONFIG[:METHOD]` runs `python -m PACKAGE.cli train --config CONFIG --method
 METHOD trainer.seed=S` for every seed under `--runs` (git-ignored; a finished run is not redone), then checks that every
 run used the same model, environment and evaluation panel, and writes one table (`compare.md`, mean +- std over seeds)
-and one plot (`learning_curves.png`) from the runs' `results.json`. No algorithm lives here: each package's CLI decides
+and one plot (`learning_curves.png`) from the runs' `results.json`, and, where a `GRPO` label is given, each label's
+paired per-task difference to it with a bootstrap 95 % interval (`report.paired_difference`). No algorithm lives here: each package's CLI decides
 what its method means.
 
 `--reuse LABEL=DIR` takes a label's finished runs from `DIR/seed<S>/results.json` instead of training them again: the
@@ -24,7 +25,7 @@ import sys
 from pathlib import Path
 
 from .cli import setup_logging
-from .report import markdown_table, mean_std, plot_curves
+from .report import markdown_table, mean_std, paired_difference, plot_curves
 
 
 logger = logging.getLogger(__name__)
@@ -83,6 +84,26 @@ def table(payloads: dict[str, list[dict]], env: str) -> str:
     return markdown_table(["Env", "Model", "Method", "Success % (mean +- std)", "seeds", "commit"], rows)
 
 
+def paired(sources: dict[str, list[str]], baseline: str) -> str:
+    """Each label's paired per-instance difference to `baseline` with its bootstrap 95 % interval
+    (`report.paired_difference`: same training seed, same panel instance); "" without the baseline or episodes."""
+    if baseline not in sources:
+        return ""
+    rows = []
+    for label, runs in sources.items():
+        d = (
+            None
+            if label == baseline
+            else paired_difference([Path(r) for r in runs], [Path(r) for r in sources[baseline]])
+        )
+        if d is not None:
+            rows.append([label, f"{d['mean']:+.1f}", f"[{d['lo']:+.1f}, {d['hi']:+.1f}]",
+                         f"{d['instances']} x {d['seeds']}", f"{d['better']} / {d['worse']}"])  # fmt: skip
+    header = [f"Method - {baseline}", "success pts (paired mean)", "bootstrap 95 % interval",
+              "panel instances x seeds", "instances better / worse"]  # fmt: skip
+    return "\n\n" + markdown_table(header, rows) if rows else ""
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m agentrl_shared.compare", description=__doc__)
     parser.add_argument("entries", nargs="+", help="LABEL=PACKAGE:CONFIG[:METHOD]")
@@ -117,7 +138,7 @@ def main(argv: list[str] | None = None) -> None:
             payloads.setdefault(label, []).append(json.loads((run / "results.json").read_text()))
             sources.setdefault(label, []).append(str(run))
     same_setting(payloads)
-    text = table(payloads, ns.env) + "".join(f"\n\n{note}" for note in ns.note)
+    text = table(payloads, ns.env) + paired(sources, "GRPO") + "".join(f"\n\n{note}" for note in ns.note)
     ns.out.mkdir(parents=True, exist_ok=True)
     (ns.out / "compare.md").write_text(text + "\n")
     summary = {label: [{"run": src, **{k: p[k] for k in ("seed", "commit", "final", "curve")}}

@@ -118,6 +118,63 @@ def horizon_report(results: Path, scale: str, names: dict[str, str], path: Path)
     return markdown_table(header, rows)
 
 
+def paired_difference(runs: list[Path], baseline: list[Path], n_boot: int = 10_000) -> dict | None:
+    """A method's success minus the baseline's on the same panel instances, with a bootstrap 95 % interval.
+
+    Runs are paired by training seed (`results.json` `seed`) and, within a pair, episodes by panel instance (task id,
+    evaluation seed) of the final evaluations (`final_episodes`). Each instance's difference (won 1/0, in points) is
+    averaged over the paired seeds; the interval is the 2.5 / 97.5 percentiles of the mean over `n_boot` resamples of
+    the instances with replacement (fixed generator seed, so a report is reproducible). None when no seed pairs up;
+    a pair whose panels differ raises, naming the seed (a paired difference over different tasks means nothing).
+    Returns `{"mean", "lo", "hi"}` in points, `instances`, `seeds`, and `better` / `worse`: instances where the
+    method's mean outcome is above / below the baseline's.
+    """
+    import numpy as np
+
+    def by_seed(folders: list[Path]) -> dict[int, dict[tuple, float]]:
+        out = {}
+        for run in folders:
+            won = {(e["task_id"], e["seed"]): 100.0 * bool(e["won"] and not e["failed"]) for e in final_episodes(run)}
+            if won:
+                out[json.loads((run / "results.json").read_text())["seed"]] = won
+        return out
+
+    mine, base = by_seed(runs), by_seed(baseline)
+    seeds = sorted(set(mine) & set(base))
+    if not seeds:
+        return None
+    for s in seeds:
+        if mine[s].keys() != base[s].keys():
+            raise ValueError(f"seed {s}: the method's and the baseline's final evaluations played different panels")
+    keys = sorted(mine[seeds[0]])
+    diff = np.array([statistics.fmean(mine[s][k] - base[s][k] for s in seeds) for k in keys])  # [instances]
+    rng = np.random.default_rng(0)
+    means = diff[rng.integers(0, len(diff), size=(n_boot, len(diff)))].mean(axis=1)  # [n_boot]
+    lo, hi = np.percentile(means, [2.5, 97.5])
+    return {"mean": float(diff.mean()), "lo": float(lo), "hi": float(hi), "instances": len(keys), "seeds": len(seeds),
+            "better": int((diff > 0).sum()), "worse": int((diff < 0).sum())}  # fmt: skip
+
+
+def paired_table(results: Path, scale: str, names: dict[str, str], baseline: str) -> str:
+    """Each method's paired difference to `baseline` (a key of `names`) on the committed runs of `scale`: the mean
+    per-instance difference in success points with its bootstrap 95 % interval (`paired_difference`)."""
+    rows = []
+    base = sorted((results / scale / baseline).glob("seed*"))
+    for method, name in names.items():
+        if method == baseline:
+            continue
+        d = paired_difference(sorted((results / scale / method).glob("seed*")), base)
+        if d is None:
+            rows.append([name, "not run", "not run", "0", "-"])
+            continue
+        rows.append([name, f"{d['mean']:+.1f}", f"[{d['lo']:+.1f}, {d['hi']:+.1f}]",
+                     f"{d['instances']} x {d['seeds']} seed{'s' if d['seeds'] != 1 else ''}",
+                     f"{d['better']} / {d['worse']}"])  # fmt: skip
+    header = [f"Method - {names[baseline]}", "success pts (paired mean)", "bootstrap 95 % interval",
+              "panel instances x seeds", "instances better / worse"]  # fmt: skip
+    return markdown_table(header, rows)
+
+
 def markdown_table(header: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
