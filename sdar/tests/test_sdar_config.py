@@ -129,6 +129,14 @@ def test_a_loss_type_the_loss_does_not_implement_is_rejected(tmp_path):
         SDARConfig(output_dir=str(tmp_path), loss_type="grpo")
 
 
+@pytest.mark.parametrize("switch", ["shared_prefix_teacher", "shared_prefix_policy"])
+def test_shared_prefix_forwards_refuse_gradient_checkpointing(tmp_path, switch):
+    # a checkpointed layer in training mode drops the key/value cache the suffix forward reads
+    with pytest.raises(ValueError, match="gradient checkpointing drops"):
+        SDARConfig(output_dir=str(tmp_path), use_cpu=True, gradient_checkpointing=True, **{switch: True})
+    assert SDARConfig(output_dir=str(tmp_path), use_cpu=True, gradient_checkpointing=False, **{switch: True})
+
+
 def test_paper_configs_read_the_official_skill_documents_and_cpu_configs_ours():
     for name in CONFIGS:
         cfg = load(name, ["trainer.use_cpu=true"] if name.endswith("_paper") else [])

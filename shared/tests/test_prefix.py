@@ -1,4 +1,5 @@
-"""Shared-prefix teacher forward: the grouping, and log-probs equal to the plain forward (SmolLM2-135M, fp32)."""
+"""Shared-prefix forwards: the grouping; the teacher's log-probs equal to the plain forward (SmolLM2-135M, fp32); the
+policy's log-probs, entropies and parameter gradients equal to the plain forward's (tiny Qwen3, fp32)."""
 
 import pytest
 import torch
@@ -7,8 +8,8 @@ from trl.trainer.utils import add_fused_lm_head
 
 from agentrl_shared.batch import rows_to_batch
 from agentrl_shared.envs import load_tasks
-from agentrl_shared.models import model_path
-from agentrl_shared.prefix import prefix_plan, shared_prefix_logps
+from agentrl_shared.models import model_path, tiny_qwen3
+from agentrl_shared.prefix import prefix_plan, shared_prefix_logps, shared_prefix_logps_and_entropies
 from agentrl_shared.skills import teacher_prompt, teacher_skills
 
 
@@ -96,3 +97,72 @@ def test_empty_micro_batch_runs_the_same_two_forwards(smollm2):
                                      batch["completion_mask"], tok.pad_token_id)  # fmt: skip
     hook.remove()
     assert len(calls) == 2 and torch.isfinite(shared).all()
+
+
+def test_shared_prefix_policy_forward_has_the_plain_forwards_log_probs_entropies_and_gradients():
+    """The loss forward with grad (`shared_prefix_policy`): a GRPO-like micro-batch with a group's identical first-turn
+    prompts, second turns that share the chat header and first observation, a row that shares nothing, a row without
+    loss and left padding. Log-probs, entropies and every parameter's gradient of a loss over them equal TRL's plain
+    forward (the gradient reaches the prefix forward through the cache) and each row's own unpadded forward."""
+    path = tiny_qwen3()
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    add_fused_lm_head(model, temperature=0.7, outputs=("log_probs", "entropy"))  # as GRPOTrainer patches the policy
+
+    def chat(user):
+        return tok.apply_chat_template([{"role": "system", "content": "You play TextRooms."},
+                                        {"role": "user", "content": user}], tokenize=False, add_generation_prompt=True)  # fmt: skip
+
+    first = chat("Find the key. Turn 1: the hallway. Doors: 1, 2, 3.")
+    second = [chat("Find the key. Turn 1: the hallway. Doors: 1, 2, 3. You took door 2. Turn 2: a kitchen."),
+              chat("Find the key. Turn 1: the hallway. Doors: 1, 2, 3. You took door 3. Turn 2: a long garden path.")]  # fmt: skip
+    texts = [first, first, second[0], first, second[1], "No chat header here at all.", second[0]]
+    prompts = [tok(t)["input_ids"] for t in texts]
+    completions = [tok(f"<action>go to door {i}</action>" + " look" * (i % 3))["input_ids"] for i in range(7)]
+    carries = [True, True, True, False, True, True, True]
+    advantages = [1.0, -0.5, 0.3, 0.0, 2.0, -1.0, 0.7]
+    batch, info = rows_to_batch(prompts, completions, carries, advantages, tok.pad_token_id)
+    group, prefix_len, _ = prefix_plan(prompts)
+    assert len(prefix_len) < len(set(map(tuple, prompts))) and group.count(group[5]) == 1  # sharing, and a lone row
+
+    def loss(logps, entropies, b):  # a token-mean policy term with an entropy bonus, as the GRPO loss has
+        m = b["completion_mask"].float()
+        return -((logps * b["advantages"][:, None] + 0.01 * entropies) * m).sum() / info["loss_tokens"]
+
+    def run(forward, b):
+        model.zero_grad(set_to_none=True)
+        logps, entropies = forward(b)
+        loss(logps, entropies, b).backward()
+        return logps.detach(), entropies.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
+
+    def plain(b):  # TRL `_get_per_token_logps_and_entropies` (trl 1.16) on whole left-padded rows
+        ids = torch.cat([b["prompt_ids"], b["completion_ids"]], 1)
+        mask = torch.cat([b["prompt_mask"], b["completion_mask"]], 1)
+        C = b["completion_ids"].size(1)
+        labels = ids.masked_fill(mask == 0, -100)
+        labels[:, :-C] = -100
+        out = model(input_ids=ids, attention_mask=mask, labels=labels, fused_lm_head=True)
+        return out.log_probs[:, -C:], out.entropy[:, -C:]
+
+    def shared(b):
+        return shared_prefix_logps_and_entropies(model, b["prompt_ids"], b["prompt_mask"], b["completion_ids"],
+                                                 b["completion_mask"], tok.pad_token_id, compute_entropy=True)  # fmt: skip
+
+    want = run(plain, batch)
+    got = run(shared, batch)
+    # each row alone, unpadded: the gradient of the summed per-row losses
+    model.zero_grad(set_to_none=True)
+    alone_logps, alone_entropies = torch.zeros_like(want[0]), torch.zeros_like(want[1])
+    for i in range(len(prompts)):
+        one, _ = rows_to_batch([prompts[i]], [completions[i]], [carries[i]], [advantages[i]], tok.pad_token_id)
+        logps, entropies = plain(one)
+        loss(logps, entropies, one).backward()
+        alone_logps[i, : len(completions[i])], alone_entropies[i, : len(completions[i])] = logps[0], entropies[0]
+    alone = (alone_logps.detach(), alone_entropies.detach(), {n: p.grad.clone() for n, p in model.named_parameters()})
+    mask = batch["completion_mask"].bool()
+    for reference in (want, alone):
+        torch.testing.assert_close(got[0][mask], reference[0][mask], atol=1e-5, rtol=0)
+        torch.testing.assert_close(got[1][mask], reference[1][mask], atol=1e-5, rtol=0)
+        for name, grad in reference[2].items():
+            torch.testing.assert_close(got[2][name], grad, atol=1e-5, rtol=0, msg=name)
+    assert all(g.abs().max() > 1e-4 for g in got[2].values())  # every parameter gets a gradient

@@ -41,6 +41,16 @@ class SDARConfig(GRPOConfig):
             the CPU and smoke configs (1.6x faster there, `make bench`); off by default, so the paper
             configs keep TRL's forward: its gain at paper shapes was not shown (0.8x with 2 rows of 2048 + 512
             tokens on CPU) and it has not run on a GPU, in bf16 or with FlashAttention.
+        shared_prefix_policy (`bool`, *optional*, defaults to `False`): the same for the policy's loss forward (with
+            grad): the prompt prefix that a micro-batch's rows share (a group's G identical first-turn prompts, the
+            chat header) runs once and only each row's rest; gradients reach the prefix through its keys/values and
+            its backward runs once too (`agentrl_shared.prefix.shared_prefix_logps_and_entropies`). Log-probs,
+            entropies and parameter gradients equal TRL's plain forward to float rounding
+            (`shared/tests/test_prefix.py`, fp32). On in the CPU and smoke configs (`make bench`:
+            `sdar/loss_forward`); off by default for the reasons of `shared_prefix_teacher`. The old/reference
+            log-prob forwards (a second optimizer step, `beta` > 0) keep the plain forward.
+            Both switches need `gradient_checkpointing=False`: a checkpointed layer in training mode drops the
+            cache (transformers 5.17 `GradientCheckpointingLayer.__call__`).
         skills_dir (`str`, *optional*): a folder of the official skill documents in their layout (`<env>/
             skill_mapping.json` and the files it names; ZJU-REAL/SDAR@8b85c23 `skills/`, fetched by
             `make data ENV=skills`); the paper configs read `${SKILLS_DATA}`. None (CPU and test configs): this
@@ -72,6 +82,9 @@ class SDARConfig(GRPOConfig):
     skill_position: str = field(default="legacy", metadata={"help": "legacy (SDAR) or user (AgentOPSD fork)."})
     shared_prefix_teacher: bool = field(
         default=False, metadata={"help": "teacher forward: shared prompt prefix once per micro-batch (prefix.py)."}
+    )
+    shared_prefix_policy: bool = field(
+        default=False, metadata={"help": "loss forward: shared prompt prefix once per micro-batch (prefix.py)."}
     )
     skills_dir: str | None = field(
         default=None,
@@ -111,6 +124,12 @@ class SDARConfig(GRPOConfig):
             raise ValueError(
                 f"loss_type={self.loss_type!r}: SDAR's loss is token-mean over all real tokens of an optimizer step "
                 "on all ranks (verl loss_agg_mode=token-mean, TRL's name: dapo); set trainer.loss_type=dapo or drop it."
+            )
+        if (self.shared_prefix_teacher or self.shared_prefix_policy) and self.gradient_checkpointing:
+            raise ValueError(
+                "shared_prefix_teacher / shared_prefix_policy run the suffixes against a key/value cache, which "
+                "gradient checkpointing drops in training mode (transformers GradientCheckpointingLayer); set "
+                "trainer.gradient_checkpointing=false or turn the switches off."
             )
         if self.max_steps > 0:
             raise ValueError(

@@ -33,7 +33,8 @@ class SDARTrainer(MultiTurnGRPOTrainer):
       same policy on the skill-prefixed prompt), one no-grad forward per micro-batch.
     - `_rollout_metrics`: adds `sdar/teacher_prompt_truncated_ratio`.
     Override of [`~trl.GRPOTrainer`]:
-    - `_compute_loss`: one student forward (log-probs and entropies), then `losses.step_loss`: dual-clip PPO, k3 KL
+    - `_compute_loss`: one student forward (log-probs and entropies; the shared prompt prefix once per micro-batch
+      with `shared_prefix_policy`), then `losses.step_loss`: dual-clip PPO, k3 KL
       to the reference, entropy bonus and `sdar_coef` x the gated distillation term (Eq. 5), over the step's tokens.
     Everything else (generation back ends incl. vLLM, weight sync, ZeRO-3, logging, checkpoints) is inherited.
     """
@@ -99,7 +100,8 @@ class SDARTrainer(MultiTurnGRPOTrainer):
 
     def _compute_loss(self, model, inputs):
         mask = inputs["completion_mask"]
-        logps, entropies = self._policy_forward(model, inputs)  # (B, C) each, with grad
+        # (B, C) each, with grad; `shared_prefix_policy`: the rows' shared prompt prefix runs once
+        logps, entropies = self._policy_forward(model, inputs, shared_prefix=self.args.shared_prefix_policy)
         teacher = inputs.get("teacher_per_token_logps")
         loss, sums = step_loss(
             logps,

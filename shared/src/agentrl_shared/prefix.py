@@ -13,6 +13,12 @@ Attention is the same function of the same keys and values at the same relative 
 differences only; the plain forward's positions are shifted by the row's left padding), so the log-probs equal the
 plain forward's up to float rounding (tested at atol 1e-5 in fp32 on SmolLM2-135M).
 
+With grad (the policy's loss forward, `shared_prefix_logps_and_entropies`), the gradient reaches the prefix forward
+through the cache: `DynamicLayer.update` concatenates and `batch_select_indices` indexes (transformers 5.17
+`cache_utils.py`), both differentiable, so the backward also runs each prefix once, its key/value gradients summed
+over the rows that read them. Under gradient checkpointing a training-mode layer drops `past_key_values`
+(transformers 5.17 `modeling_layers.GradientCheckpointingLayer.__call__`), so this path needs it off.
+
 Grouping (`prefix_plan`): rows sorted by their tokens (rows sharing a prefix become neighbours), then split into
 contiguous groups by an exact dynamic program over the cost model "tokens run" (a group's prefix once, plus every
 member's suffix); a group's prefix is its members' longest common prefix, kept one token short of the shortest
@@ -21,7 +27,7 @@ member prompt so that the token predicting the first completion token is in the 
 
 import torch
 from torch import Tensor
-from transformers import DynamicCache
+from transformers import DynamicCache, PretrainedConfig
 
 
 def common_prefix_len(a: list[int], b: list[int]) -> int:
@@ -73,18 +79,25 @@ def prefix_plan(prompts: list[list[int]]) -> tuple[list[int], list[int], list[in
     return group, prefix_len, first
 
 
-def shared_prefix_logps(
+def shared_prefix_logps_and_entropies(
     model,
     prompt_ids: Tensor,
     prompt_mask: Tensor,
     completion_ids: Tensor,
     completion_mask: Tensor,
     pad_token_id: int,
-) -> Tensor:
-    """(B, C) log-probs of the completion tokens, as the plain forward of `cat(prompt, completion)` gives them, with
-    each shared prompt prefix run once (module docstring). Inputs as TRL lays them out: `prompt_ids`/`prompt_mask`
-    (B, P) left-padded, `completion_ids`/`completion_mask` (B, C) right-padded (mask 0 also on rows without loss,
-    which, as in the plain forward, then attend to their prompt only). `model` carries TRL's fused LM head."""
+    compute_entropy: bool = False,
+    config: PretrainedConfig | None = None,
+) -> tuple[Tensor, Tensor | None]:
+    """(B, C) log-probs of the completion tokens and, with `compute_entropy`, (B, C) entropies of the distributions
+    that predict them, as TRL's `GRPOTrainer._get_per_token_logps_and_entropies` gives them for `cat(prompt,
+    completion)` (trl 1.16 `trainer/grpo_trainer.py`), with each shared prompt prefix run once (module docstring);
+    differentiable when grad is enabled. Inputs as TRL lays them out: `prompt_ids`/`prompt_mask` (B, P) left-padded,
+    `completion_ids`/`completion_mask` (B, C) right-padded (mask 0 also on rows without loss, which, as in the plain
+    forward, then attend to their prompt only). `model` carries TRL's fused LM head (with `"entropy"` among its
+    outputs for `compute_entropy`, as `GRPOTrainer` patches the policy). `config`: the model's own config where
+    `model` is a wrapper (TRL's loss forward gets the DeepSpeed engine, whose `config` is DeepSpeed's); default
+    `model.config`."""
     device = prompt_ids.device
     prompts = [row[m.bool()].tolist() for row, m in zip(prompt_ids.cpu(), prompt_mask.cpu(), strict=True)]
     group, prefix_len, first = prefix_plan(prompts)
@@ -97,7 +110,7 @@ def shared_prefix_logps(
     for k, (n, b) in enumerate(zip(prefix_len, first, strict=True)):
         prefix[k, :n] = torch.tensor(prompts[b][:n], dtype=torch.long)
         run_mask[k, : max(n, 1)] = 1
-    cache = DynamicCache(config=model.config)
+    cache = DynamicCache(config=model.config if config is None else config)
     positions = torch.arange(L).expand(K, L)
     model(input_ids=prefix.to(device), attention_mask=run_mask.to(device), position_ids=positions.to(device),
           past_key_values=cache, use_cache=True, logits_to_keep=1)  # fmt: skip
@@ -131,7 +144,20 @@ def shared_prefix_logps(
         labels=labels,
         fused_lm_head=True,
     )
-    return out.log_probs[:, -C:]  # (B, C)
+    return out.log_probs[:, -C:], out.entropy[:, -C:] if compute_entropy else None  # (B, C) each
 
 
-__all__ = ["common_prefix_len", "prefix_plan", "shared_prefix_logps"]
+def shared_prefix_logps(
+    model,
+    prompt_ids: Tensor,
+    prompt_mask: Tensor,
+    completion_ids: Tensor,
+    completion_mask: Tensor,
+    pad_token_id: int,
+) -> Tensor:
+    """(B, C) log-probs of the completion tokens alone (`shared_prefix_logps_and_entropies`)."""
+    return shared_prefix_logps_and_entropies(model, prompt_ids, prompt_mask, completion_ids, completion_mask,
+                                             pad_token_id)[0]  # fmt: skip
+
+
+__all__ = ["common_prefix_len", "prefix_plan", "shared_prefix_logps", "shared_prefix_logps_and_entropies"]

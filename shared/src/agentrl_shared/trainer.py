@@ -32,7 +32,7 @@ from .envs import make_env
 from .envs.pool import EnvPool
 from .generation import matched_vllm_engine, sampling_overrides, sync_vllm_weights, trainer_generate_fn
 from .lora import adapters_disabled
-from .prefix import shared_prefix_logps
+from .prefix import shared_prefix_logps, shared_prefix_logps_and_entropies
 from .rollout import (
     Episode,
     RolloutCollector,
@@ -367,9 +367,18 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         with adapters_disabled(self.model):
             return self._logps(self.model, prompt_ids, prompt_mask, completion_ids, completion_mask)
 
-    def _policy_forward(self, model, inputs: dict) -> tuple[Tensor, Tensor]:
-        """One forward of the policy being trained, with grad: (B, C) log-probs and entropies of the completion."""
+    def _policy_forward(self, model, inputs: dict, shared_prefix: bool = False) -> tuple[Tensor, Tensor]:
+        """One forward of the policy being trained, with grad: (B, C) log-probs and entropies of the completion.
+        With `shared_prefix` the prompt prefix that rows share (the G identical first-turn prompts of a group, the
+        chat header) runs once per micro-batch, with grad through its keys/values
+        (`agentrl_shared.prefix.shared_prefix_logps_and_entropies`: two forwards on every rank, then one backward;
+        equal to the plain forward to float rounding); otherwise TRL's plain forward of every whole row."""
         prompt_ids, completion_ids = inputs["prompt_ids"], inputs["completion_ids"]
+        if shared_prefix:
+            with self.accelerator.autocast():  # as TRL's `_get_per_token_logps_and_entropies` runs the model
+                return shared_prefix_logps_and_entropies(model, prompt_ids, inputs["prompt_mask"], completion_ids,
+                                                         inputs["completion_mask"], self.processing_class.pad_token_id,
+                                                         compute_entropy=True, config=self.model.config)  # fmt: skip
         logps, entropies, _ = self._get_per_token_logps_and_entropies(
             model,
             torch.cat([prompt_ids, completion_ids], dim=1),
