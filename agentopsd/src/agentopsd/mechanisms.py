@@ -103,25 +103,32 @@ def mechanisms(config: str, runs: Path, seed: int, output: Path, overrides: list
     from .cli import load
     from .trainer import AgentOPSDTrainer
 
-    models = {"untrained": load(config, overrides)["model"].name_or_path, **checkpoints(runs, "agentopsd", seed)}
-    return run_mechanisms(AgentOPSDTrainer, lambda extra: load(config, [*overrides, *extra]), models, analyse,
-                          output, config)  # fmt: skip
+    trained = checkpoints(runs, "agentopsd", seed)  # the before / after pair first, GRPO-final last
+    models = {
+        "untrained": load(config, overrides)["model"].name_or_path,
+        "agentopsd": trained["agentopsd"],
+        "grpo": trained["grpo"],
+    }
+    command = ["agentopsd", "mechanisms", "--config", config, "--runs", str(runs), "--seed", str(seed), "--output",
+               str(output), *overrides]  # fmt: skip
+    return run_mechanisms(AgentOPSDTrainer, lambda extra: load(config, [*overrides, *extra]), models, analyse, output,
+                          command)  # fmt: skip
 
 
 def table(payload: dict | None) -> str:
     """The README's mechanisms table (`agentopsd report`)."""
 
-    def per_turn(key: str, outcome: str):
+    def per_turn(key: str, outcome: str, digits: int = 2):
         def cell(e):
             turns = e["method"]["turns"]
-            return " / ".join(fmt(turns[t][outcome][key]["mean"]) for t in sorted(turns))
+            return " / ".join(fmt(turns[t][outcome][key]["mean"], digits) for t in sorted(turns))
 
         return cell
 
-    return mechanisms_table(payload, [
+    return mechanisms_table(payload, ["untrained", "grpo", "agentopsd"], [
         ("turn evidence e_k, won (turn 1 / 2)", per_turn("evidence", "won")),
         ("turn evidence e_k, failed (turn 1 / 2)", per_turn("evidence", "failed")),
-        ("belief V_k, failed (turn 1 / 2)", per_turn("belief", "failed")),
+        ("belief V_k, failed (turn 1 / 2)", per_turn("belief", "failed", 4)),
         ("weight A_hat/A, won (turn 1 / 2)", per_turn("weight", "won")),
         ("weight A_hat/A, failed (turn 1 / 2)", per_turn("weight", "failed")),
         ("2-turn failed: weight spread / blame on first wrong turn %", lambda e: (

@@ -40,9 +40,16 @@ def mechanisms(config: str, runs: Path, seed: int, output: Path, overrides: list
     from .cli import load
     from .trainer import SDARTrainer
 
-    models = {"untrained": load(config, overrides)["model"].name_or_path, **checkpoints(runs, "sdar", seed)}
+    trained = checkpoints(runs, "sdar", seed)  # the before / after pair first, GRPO-final last
+    models = {
+        "untrained": load(config, overrides)["model"].name_or_path,
+        "sdar": trained["sdar"],
+        "grpo": trained["grpo"],
+    }
+    command = ["sdar", "mechanisms", "--config", config, "--runs", str(runs), "--seed", str(seed), "--output",
+               str(output), *overrides]  # fmt: skip
     return run_mechanisms(SDARTrainer, lambda extra: load(config, [*overrides, *extra]), models, analyse, output,
-                          config)  # fmt: skip
+                          command)  # fmt: skip
 
 
 def table(payload: dict | None) -> str:
@@ -51,7 +58,7 @@ def table(payload: dict | None) -> str:
     def three(key: str, scale: float = 1.0, digits: int = 2):
         return lambda e: " / ".join(fmt(scale * e["method"][k][key], digits) for k in ("all", "won", "failed"))
 
-    return mechanisms_table(payload, [
+    return mechanisms_table(payload, ["untrained", "grpo", "sdar"], [
         ("gate mean (all / won / failed)", three("gate_mean")),
         ("gate open % (g > 0.5; all / won / failed)", three("gate_active_ratio", 100.0, 1)),
         ("SDAR term mean g (l_T - l_S) (all / won / failed)", three("sdar_term")),

@@ -21,7 +21,6 @@ The results file records the panel's task ids and seeds, the command and the com
 import json
 import logging
 import shlex
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -177,13 +176,15 @@ def run_mechanisms(
     models: dict[str, str],
     analyse: Callable[[object, list[Episode], list[tuple[Tensor, Tensor]]], dict],
     output: Path,
-    config_name: str,
+    command: list[str],
 ) -> dict:
-    """The check for each of `models` (`{label: name_or_path}`); writes `<output>/mechanisms.json` after each model
-    (a partial file says which models are done) and returns the payload.
+    """The check for each of `models` (`{label: name_or_path}`, in that order); writes `<output>/mechanisms.json`
+    after each model (a partial file says which models are done; a rerun on the same panel keeps them and runs the
+    others, each entry with the commit of the process that wrote it) and returns the payload.
 
     `load(overrides)` loads the package's config with overrides (here `model.name_or_path`); `analyse(trainer,
-    student_episodes, logps)` returns the package's derived quantity from the rows' (student, teacher) log-probs.
+    student_episodes, logps)` returns the package's derived quantity from the rows' (student, teacher) log-probs;
+    `command`: the command line that asked for it (`<pkg> mechanisms ...`, recorded with the commit).
     """
     import gc
 
@@ -192,14 +193,21 @@ def run_mechanisms(
     from .models import model_path
 
     commit, started = git_commit(), time.strftime("%Y-%m-%dT%H:%M:%S")  # at process start, before any run
-    command = shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]])
     output.mkdir(parents=True, exist_ok=True)
-    payload: dict = {"commit": commit, "time": started, "command": command, "config": config_name, "models": {}}
+    path = output / RESULTS_FILE
+    payload: dict = {"commit": commit, "time": started, "command": shlex.join(command), "models": {}}
     for label, name in models.items():
         cfg = load([f"model.name_or_path={name}", f"trainer.output_dir={output / 'trainer' / label}"])
         panel, seeds = load_panel(cfg["env"])
         payload["panel"] = {"split": cfg["env"].eval_split, "task_ids": [t["task_id"] for t in panel], "seeds": seeds,
                             "temperature": cfg["env"].eval_temperature}  # fmt: skip
+        earlier = json.loads(path.read_text()) if path.is_file() else {}
+        if earlier.get("panel") == payload["panel"] and label in earlier["models"]:  # done by an earlier process
+            kept = earlier["models"][label]
+            payload["models"][label] = {"commit": earlier["commit"], "time": earlier["time"],
+                                        "command": earlier["command"], **kept}  # fmt: skip
+            logger.info(f"mechanisms {label}: kept from {path} (commit {payload['models'][label]['commit']})")
+            continue
         t0 = time.perf_counter()
         trainer = build_trainer(trainer_cls, cfg)
         student_eps, teacher_eps = play_panel(trainer, panel, seeds, cfg["env"].eval_temperature)
@@ -208,6 +216,9 @@ def run_mechanisms(
         student, teacher, mask = stack_rows(logps)
         trainer.pool.close()
         entry = {
+            "commit": commit,
+            "time": started,
+            "command": payload["command"],
             **model_identity(model_path(name)),
             "student": panel_success(student_eps, seeds),
             "teacher": panel_success(teacher_eps, seeds),
@@ -219,7 +230,7 @@ def run_mechanisms(
         s, t = entry["student"]["summary"], entry["teacher"]["summary"]
         logger.info(f"mechanisms {label}: student {s['success_rate_mean']:.3f}, teacher {t['success_rate_mean']:.3f}, "
                     f"gap mean {entry['gap']['all']['mean']:.3f} ({entry['seconds']:.0f}s)")  # fmt: skip
-        (output / RESULTS_FILE).write_text(json.dumps(redact(payload), indent=2, default=str) + "\n")
+        path.write_text(json.dumps(redact(payload), indent=2, default=str) + "\n")
         del trainer
         gc.collect()
     return payload
@@ -229,10 +240,10 @@ def fmt(value: float, digits: int = 2) -> str:
     return "n/a" if value != value else f"{value:.{digits}f}"  # NaN: no tokens of that kind
 
 
-def mechanisms_table(payload: dict | None, columns: list[tuple[str, Callable[[dict], str]]]) -> str:
-    """The README table of a mechanisms file: one row per model, the shared columns (student and teacher success,
-    the gap's mean on all / won / failed tokens and its quantiles), then the package's `columns` (header, cell of a
-    model entry). `not run` without a file."""
+def mechanisms_table(payload: dict | None, labels: list[str], columns: list[tuple[str, Callable[[dict], str]]]) -> str:
+    """The README table of a mechanisms file: one row per model of `labels`, the shared columns (student and teacher
+    success, the gap's mean on all / won / failed tokens and its quantiles), then the package's `columns` (header,
+    cell of a model entry), then the commit; `not run` for a model the file lacks (or without a file)."""
     from .report import markdown_table
 
     shared = [
@@ -242,15 +253,17 @@ def mechanisms_table(payload: dict | None, columns: list[tuple[str, Callable[[di
         ("gap p10 / p50 / p90", lambda e: " / ".join(fmt(e["gap"]["all"][k]) for k in ("p10", "p50", "p90"))),
         ("gap mean, won / failed episodes", lambda e: f"{fmt(e['gap']['won']['mean'])} / {fmt(e['gap']['failed']['mean'])}"),
     ]  # fmt: skip
-    header = ["Model", *[h for h, _ in shared + columns]]
+    header = ["Model", *[h for h, _ in shared + columns], "commit"]
     if not payload:
-        return markdown_table(header, [["not run"] + ["-"] * (len(header) - 1)])
-    rows = [[label, *[cell(e) for _, cell in shared + columns]] for label, e in payload["models"].items()]
-    table = markdown_table(header, rows)
-    return (f"{table}\n\nPanel: {len(payload['panel']['task_ids'])} tasks of {payload['panel']['split']} "
-            f"(`{payload['panel']['task_ids'][0]}` .. `{payload['panel']['task_ids'][-1]}`), seeds "
-            f"{payload['panel']['seeds']}, temperature {payload['panel']['temperature']}. Command: "
-            f"`{payload['command']}`, commit {payload['commit']} (at process start, {payload['time']}).")  # fmt: skip
+        return markdown_table(header, [[label] + ["not run"] * (len(header) - 2) + ["-"] for label in labels])
+    done = payload["models"]
+    rows = [[label, *[cell(done[label]) for _, cell in shared + columns], done[label].get("commit", payload["commit"])]
+            if label in done else [label] + ["not run"] * (len(header) - 2) + ["-"] for label in labels]  # fmt: skip
+    commands = sorted({e.get("command", payload["command"]) for e in done.values()})
+    return (f"{markdown_table(header, rows)}\n\nPanel: {len(payload['panel']['task_ids'])} tasks of "
+            f"{payload['panel']['split']} (`{payload['panel']['task_ids'][0]}` .. `{payload['panel']['task_ids'][-1]}`), "
+            f"seeds {payload['panel']['seeds']}, temperature {payload['panel']['temperature']}; commit: at process "
+            "start. Command: " + "; ".join(f"`{c}`" for c in commands) + ".")  # fmt: skip
 
 
 def load_mechanisms(results: Path) -> dict | None:

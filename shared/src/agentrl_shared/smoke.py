@@ -153,6 +153,57 @@ def error_line(main: Callable[[list[str]], None], argv: list[str]) -> str:
     raise AssertionError(f"{argv} did not fail")
 
 
+def check_mechanisms_smoke(main: Callable[[list[str]], None], package: str, method: str, trainer_cls, load,
+                           out: Path) -> tuple[dict, object, list, list]:  # fmt: skip
+    """`<package> mechanisms` on the smoke config (a 1-task panel), the tiny model standing in for the trained
+    checkpoints: the results file carries provenance, the panel and every model's fields; then, on a trainer of the
+    same config, the per-row (student, teacher) log-probs of `mechanisms.row_logps` equal a naive forward of
+    `cat(prompt, completion)` and `cat(teacher prompt, completion)` (log-softmax, gathered). Returns the payload,
+    the trainer, its student episodes and their log-probs, for the package's own checks."""
+    import json
+    import shlex
+
+    import torch
+
+    from .cli import load_panel
+    from .mechanisms import build_trainer, play_panel, row_labels, row_logps
+    from .models import model_path
+
+    tiny = Path(model_path("tiny-qwen3"))
+    runs = out / "runs"
+    for label in ("grpo", method):
+        (runs / "cpu" / label / "seed0").mkdir(parents=True)
+        (runs / "cpu" / label / "seed0" / "final").symlink_to(tiny)
+    overrides = ["env.eval_episodes=1"]
+    argv = ["mechanisms", "--config", "smoke", "--runs", str(runs), "--seed", "0", "--output", str(out / "mech"),
+            *overrides]  # fmt: skip
+    main(argv)
+    payload = json.loads((out / "mech" / "mechanisms.json").read_text())
+    assert payload["commit"] != "unknown" and payload["command"] == shlex.join([package, *argv])
+    assert payload["panel"]["task_ids"] == ["textrooms/valid_seen/0"] and payload["panel"]["seeds"] == [1000]
+    assert sorted(payload["models"]) == sorted(["untrained", "grpo", method])
+    for entry in payload["models"].values():
+        assert {"model", "fingerprint", "student", "teacher", "gap", "method"} <= set(entry)
+        assert entry["student"]["summary"]["num_episodes"] == entry["teacher"]["summary"]["num_episodes"] == 1
+        assert entry["gap"]["all"]["n"] > 0 and {"won", "failed", "turn1"} <= set(entry["gap"])
+
+    cfg = load("smoke", [*overrides, f"trainer.output_dir={out / 'trainer'}"])
+    trainer = build_trainer(trainer_cls, cfg)
+    episodes, _ = play_panel(trainer, load_panel(cfg["env"])[0], [1000], 0.0)
+    trainer.pool.close()
+    rows, _, _ = row_labels(episodes)
+    logps = row_logps(trainer, rows)
+    model = trainer.model.eval()
+    for row, (student, teacher) in zip(rows, logps, strict=True):
+        for prompt, got in ((row.prompt_ids, student), (row.teacher_prompt_ids, teacher)):
+            ids = torch.tensor([prompt + row.completion_ids])
+            with torch.no_grad():
+                logits = model(input_ids=ids).logits[0, len(prompt) - 1 : -1].float()  # (C, V) predicting completion
+            naive = torch.log_softmax(logits, -1).gather(-1, torch.tensor(row.completion_ids)[:, None])[:, 0]
+            torch.testing.assert_close(got, naive, atol=1e-4, rtol=0)
+    return payload, trainer, episodes, logps
+
+
 # fp32 trainer and fp32 engine: measured mean |diff| ~2e-7, max ~1e-6 (tiny Qwen3, 2 CPU cores); a bf16 engine (vLLM's
 # dtype="auto" for an fp32 checkpoint) is off by ~1e-2 on the same tokens (shared/tests/test_vllm_cpu.py)
 VLLM_GAP_MEAN_TOL, VLLM_GAP_MAX_TOL = 1e-4, 1e-3
@@ -203,6 +254,7 @@ def check_vllm_smoke(main: Callable[[list[str]], None], out: Path, model: str, m
 
 
 __all__ = [
+    "check_mechanisms_smoke",
     "VLLM_GAP_MAX_TOL",
     "VLLM_GAP_MEAN_TOL",
     "changed_parameters",
