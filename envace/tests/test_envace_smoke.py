@@ -43,6 +43,7 @@ def test_cli_trains_two_steps_and_moves_every_parameter(tmp_path, scripted_gener
         assert key in logs[0], key
     assert sum(h["envace/simulator_rows"] for h in logs) > 0  # the rehearsal role was trained too
     assert 0.0 <= results["final"]["reward_mean"] <= 1.0
+    assert results["panel"] and {seed for _, seed in results["panel"]} == set(results["eval_seeds"])
     assert sum(p.calls["simulator"] for p in scripted_generation) > 0
     n, same = changed_parameters(tiny_qwen3(), out / "final")
     assert n > 0 and same == [], f"unchanged parameters: {same}"

@@ -21,6 +21,10 @@ def test_cli_trains_two_steps_and_moves_every_parameter(tmp_path):
     results = json.loads((out / "results.json").read_text())
     assert results["steps"] == 2 and results["rollouts"] == 2
     assert results["final"]["num_episodes"] == 8 and results["final"]["failed_episodes"] == 0
+    # the results file names its panel instances, those the final evaluation played
+    played = [json.loads(line) for line in (out / "eval_episodes.jsonl").read_text().splitlines()]
+    assert sorted(map(tuple, results["panel"])) == sorted((e["task_id"], e["seed"]) for e in played)
+    assert len(results["panel"]) == 8 and len(results["panel_identity"]) == 16
     logs = [h for h in results["log_history"] if "loss" in h]
     assert len(logs) == 2
     for key in ("sdar/gate_mean", "sdar/teacher_gap_mean", "env/success_rate", "env/invalid_action_ratio", "kl"):

@@ -28,6 +28,9 @@ def test_cli_trains_two_steps_and_moves_every_parameter(tmp_path):
     assert "kl" not in logs[0]  # beta = 0: no KL term (official use_kl_loss=False)
     final = results["final"]
     assert set(final) == {"repeat", "cross"} and "pass@2" in final["repeat"] and "success_pos1" in final["cross"]
+    # the results file names the trials of the last validation: mode and task ids per group, with its seed
+    assert {name.split(":")[0] for name, _ in results["panel"]} == {"repeat", "cross"}
+    assert {seed for _, seed in results["panel"]} == set(results["eval_seeds"])
     n, same = changed_parameters(tiny_qwen3(), out / "final")
     assert n > 0 and same == [], f"unchanged parameters: {same}"
 

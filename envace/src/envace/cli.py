@@ -171,7 +171,7 @@ def train(cfg: dict, method: str = "run", output: Path = Path("runs/envace")) ->
     trainer.save_model(str(out / "final"))  # weights stay under the run's folder
     if trainer.simulator is not None and trainer.accelerator.is_main_process:  # no-share: the rehearsal model too
         trainer.simulator.save_pretrained(out / "final" / SIMULATOR_DIR)
-    payload = {**training_payload(trainer, cfg, resolved, method, seeds, run), "source": env.source}
+    payload = {**training_payload(trainer, cfg, resolved, method, panel, seeds, run), "source": env.source}
     if trainer.accelerator.is_main_process:
         write_results(out / "results.json", payload)
     return payload
@@ -226,7 +226,7 @@ def evaluate_model(cfg: dict, method: str = "eval", output: Path = Path("runs/en
             done.update({(r["task_id"], r["seed"]): r for r in records})
             logger.info(f"eval {method} seed {seed}: {min(start + chunk, len(todo))}/{len(todo)} tasks")
     summary = summarize([done[(t["task_id"], s)] for s in seeds for t in panel], seeds)
-    payload = {**eval_payload(cfg, resolved, method, seeds, time.perf_counter() - t0, summary), "source": env.source,
+    payload = {**eval_payload(cfg, resolved, method, panel, seeds, time.perf_counter() - t0, summary), "source": env.source,
                "tts": tts}  # fmt: skip
     write_results(out / "results.json", payload)
     logger.info(f"eval {method}: reward {summary['reward_mean']:.3f} +- {summary['reward_std']:.3f}, "

@@ -202,7 +202,17 @@ def run_training(
     }
 
 
-def training_payload(trainer, cfg: dict, resolved: dict, method: str, eval_seeds: list[int], run: dict) -> dict:
+def panel_fields(panel: list[dict], eval_seeds: list[int]) -> dict:
+    """The evaluation panel a results file was measured on: its seeds, every instance (task id, seed) in the order
+    played, and the panel's hash (`evaluation.panel_identity`), so that two results files can be paired."""
+    from .evaluation import panel_identity
+
+    return {"eval_seeds": eval_seeds, "panel": [[t["task_id"], s] for s in eval_seeds for t in panel],
+            "panel_identity": panel_identity(panel, eval_seeds)}  # fmt: skip
+
+
+def training_payload(trainer, cfg: dict, resolved: dict, method: str, panel: list[dict], eval_seeds: list[int],
+                     run: dict) -> dict:  # fmt: skip
     """The results payload every trainer package writes after `run_training` (a package adds its own fields)."""
     import torch
 
@@ -211,7 +221,7 @@ def training_payload(trainer, cfg: dict, resolved: dict, method: str, eval_seeds
         "env": cfg["env"].name,
         "model": cfg["model"].name_or_path,
         "seed": cfg["trainer"].seed,
-        "eval_seeds": eval_seeds,
+        **panel_fields(panel, eval_seeds),
         "train_seconds": run["train_seconds"],
         "steps": trainer.state.global_step,
         "rollouts": trainer.rollouts_done,
@@ -224,14 +234,15 @@ def training_payload(trainer, cfg: dict, resolved: dict, method: str, eval_seeds
     }
 
 
-def eval_payload(cfg: dict, resolved: dict, method: str, eval_seeds: list[int], seconds: float, final: dict) -> dict:
+def eval_payload(cfg: dict, resolved: dict, method: str, panel: list[dict], eval_seeds: list[int], seconds: float,
+                 final: dict) -> dict:  # fmt: skip
     """The results payload of a standalone evaluation (`<pkg> eval`); a package adds its own fields."""
     return {
         "method": method,
         "env": cfg["env"].name,
         "model": cfg["model"].name_or_path,
         "seed": cfg["trainer"].seed,
-        "eval_seeds": eval_seeds,
+        **panel_fields(panel, eval_seeds),
         "eval_seconds": seconds,
         "final": final,
         "curve": [],
@@ -283,7 +294,7 @@ def train_on_episodes(trainer_cls, cfg: dict, method: str, out: Path, headline: 
     if run is None:  # stopped by a signal: no results (the run is unfinished)
         return {}
     trainer.save_model(str(out / "final"))  # weights stay under the run's folder
-    payload = training_payload(trainer, cfg, resolved, method, seeds, run)
+    payload = training_payload(trainer, cfg, resolved, method, panel, seeds, run)
     if trainer.accelerator.is_main_process:
         write_results(out / "results.json", payload)
     return payload
@@ -335,7 +346,7 @@ def evaluate_on_episodes(cfg: dict, method: str, out: Path, headline: str, promp
         t0 = time.perf_counter()
         records = run_panel(collector, generate, panel, seeds, log)
     summary = summarize(records, seeds)
-    payload = eval_payload(cfg, resolved, method, seeds, time.perf_counter() - t0, summary)
+    payload = eval_payload(cfg, resolved, method, panel, seeds, time.perf_counter() - t0, summary)
     write_results(out / "results.json", payload)
     logger.info(f"eval {method}: success {summary['success_rate_mean']:.3f} +- {summary['success_rate_std']:.3f}")
     return payload

@@ -204,6 +204,13 @@ def eval_headline(summary: dict) -> str:
     return "; ".join(parts)
 
 
+def trial_panel(groups_by_mode: dict[str, list[list[dict]]]) -> list[dict]:
+    """The trials of one evaluation as panel entries for the results file: one per group, named by its mode and its
+    tasks' ids in order."""
+    return [{"task_id": f"{mode}:" + ",".join(t["task_id"] for t in g)} for mode, groups in groups_by_mode.items()
+            for g in groups]  # fmt: skip
+
+
 def train(cfg: dict, method: str = "run", output: Path = Path("runs/skillrise")) -> dict:
     """Train one configuration, then evaluate it on the panels of `panel_drawer` (`agentrl_shared.cli.run_training`); returns the
     results payload (on every rank; files are written by the main process)."""
@@ -226,14 +233,18 @@ def train(cfg: dict, method: str = "run", output: Path = Path("runs/skillrise"))
     draw, seeds = panel_drawer(cfg), eval_seeds(cfg)
     carry = env.eval_carry_mode or args.carry_mode
 
+    drawn: dict[str, list[list[dict]]] = {}  # the last validation's panel, for the results file
+
     def evaluate(trainer) -> dict:  # a new panel at every validation where env.eval_panel = random (official)
+        drawn.clear()
+        drawn.update(draw())
         return {
             mode: summarize_trials(
                 trainer.evaluate_trials(groups, seeds, env.eval_temperature, carry, skip_won=mode == "repeat"),
                 mode,
                 seeds,
             )
-            for mode, groups in draw().items()
+            for mode, groups in drawn.items()
         }
 
     trainer = SkillRiseTrainer(
@@ -247,7 +258,7 @@ def train(cfg: dict, method: str = "run", output: Path = Path("runs/skillrise"))
     if run is None:  # stopped by a signal: the last rollout is in a checkpoint, no results (reproduce resumes it)
         return {}
     trainer.save_model(str(out / "final"))  # weights stay under the run's folder
-    payload = training_payload(trainer, cfg, resolved, method, seeds, run)
+    payload = training_payload(trainer, cfg, resolved, method, trial_panel(drawn), seeds, run)
     if trainer.accelerator.is_main_process:
         write_results(out / "results.json", payload)
     return payload
@@ -287,7 +298,8 @@ def evaluate_model(cfg: dict, method: str = "eval", output: Path = Path("runs/sk
         runner = TrialRunner(pool, make_solve_prompt(env), tok, env.name, env.max_turns, env.max_prompt_length, carry,
                              args.skill_max_chars, env.curate_history, env.curate_prefix,
                              args.chat_template_kwargs, env.prompt_overflow)  # fmt: skip
-        for mode, groups in panel_drawer(cfg)().items():
+        panel = panel_drawer(cfg)()
+        for mode, groups in panel.items():
             log = out / f"trials_{mode}.jsonl"
             done = {}
             if log.exists():  # resume: finished trials are not replayed
@@ -306,7 +318,7 @@ def evaluate_model(cfg: dict, method: str = "eval", output: Path = Path("runs/sk
                 logger.info(f"eval {mode}: {min(start + slots, len(todo))}/{len(todo)} trials")
             records = [done[(tuple(t["task_id"] for t in g), s)] for s in seeds for g in groups]
             summary[mode] = summarize_trials(records, mode, seeds)
-    payload = eval_payload(cfg, resolved, method, seeds, time.perf_counter() - t0, summary)
+    payload = eval_payload(cfg, resolved, method, trial_panel(panel), seeds, time.perf_counter() - t0, summary)
     write_results(out / "results.json", payload)
     logger.info(f"eval {method}: {eval_headline(summary)}")
     return payload
