@@ -24,6 +24,7 @@ from agentrl_shared.report import (
     load_runs,
     markdown_table,
     mean_std,
+    paired_table,
     replace_block,
     success_curves,
 )
@@ -134,6 +135,7 @@ def report(readme: Path, runs: Path | None = None, compare: Path | None = None) 
     text = replace_block(text, "results-cpu", cpu_table(cpu))
     horizon = horizon_report(results, "cpu", METHOD_NAMES, results / "cpu" / "horizon.png")
     text = replace_block(text, "horizon-cpu", horizon)
+    text = replace_block(text, "paired-cpu", paired_table(results, "cpu", METHOD_NAMES, "grpo"))
     text = replace_block(text, "mechanisms-cpu", mechanisms_table(load_mechanisms(results)))
     paper = json.loads((readme.parent / "paper_results.json").read_text())
     text = replace_block(text, "results-paper", paper_table(load_runs(results, "paper"), paper))
