@@ -12,7 +12,7 @@ from agentrl_shared.config import ConfigError
 
 
 PACKAGE = Path(__file__).resolve().parent.parent
-BLOCKS = ("results-cpu", "horizon-cpu", "mechanisms-cpu", "results-paper", "bench", "compare-textrooms")
+BLOCKS = ("results-cpu", "horizon-cpu", "paired-cpu", "mechanisms-cpu", "results-paper", "bench", "compare-textrooms")
 
 
 def readme(tmp_path) -> Path:
@@ -33,9 +33,9 @@ def finished_run(runs: Path, method: str, success: float) -> None:
                "final": final, "curve": curve}  # fmt: skip
     (run / "results.json").write_text(json.dumps(payload))
     # the final evaluation's episodes (the one at 3 rollouts; the one before training is not the final one)
-    episodes = [{"rollouts": 0, "turns": 9, "won": False, "failed": False}] + [
-        {"rollouts": 3, "turns": t, "won": w, "failed": False}
-        for t, w in ((2, True), (4, True), (6, False), (8, False))
+    episodes = [{"rollouts": 0, "task_id": "t0", "seed": 1000, "turns": 9, "won": False, "failed": False}] + [
+        {"rollouts": 3, "task_id": f"t{i}", "seed": 1000, "turns": t, "won": w, "failed": False}
+        for i, (t, w) in enumerate(((2, True), (4, True), (6, False), (8, False)))
     ]
     (run / "eval_episodes.jsonl").write_text("".join(json.dumps(e) + "\n" for e in episodes))
 
@@ -59,6 +59,7 @@ def test_report_files_runs_and_the_compare_table(tmp_path):
     assert "<!-- bench:start -->\nnot run\n<!-- bench:end -->" in text
     # horizon: success 100, 100, 0, 0 at 2, 4, 6, 8 turns: slope -400 / 20 = -20 points per turn
     assert "| AgentOPSD | -20.00 (1 seed) | -20.00 | 4 |" in text and "| GRPO | not run | not run | 0 |" in text
+    assert "| AgentOPSD | not run | not run | 0 | - |" in text  # no finished GRPO run to pair with
     assert (path.parent / "results" / "cpu" / "horizon.png").stat().st_size > 0
     filed = path.parent / "results"
     assert (filed / "cpu" / "agentopsd" / "seed0" / "results.json").exists()
