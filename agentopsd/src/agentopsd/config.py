@@ -154,6 +154,12 @@ class AgentOPSDConfig(GRPOConfig):
                 f"loss_type={self.loss_type!r}: AgentOPSD's loss is token-mean over all real tokens of an optimizer step "
                 "on all ranks (verl loss_agg_mode=token-mean, TRL's name: dapo); set trainer.loss_type=dapo or drop it."
             )
+        if self.shared_prefix_teacher and self.gradient_checkpointing:
+            raise ValueError(
+                "shared_prefix_teacher runs the suffixes against a key/value cache, which gradient checkpointing "
+                "drops in training mode (transformers GradientCheckpointingLayer); set "
+                "trainer.gradient_checkpointing=false or turn the switch off."
+            )
         if self.max_steps > 0:
             raise ValueError(
                 f"max_steps={self.max_steps} is set, but AgentOPSD counts training in rollouts (a rollout makes a "
