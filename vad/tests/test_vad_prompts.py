@@ -46,3 +46,27 @@ def test_eval_prompt_has_no_open_think_block(qwen35_tokenizer, tmp_path):
     item = EvalItem("vstar", "0", "What colour is the cup?\n(A) red\n(B) blue", "(A)", b"", tmp_path)
     text = HFGenerator(None, qwen35_tokenizer, 8).prompt(item)
     assert text.endswith(CLOSED) and text.count("<think>") == 1
+
+
+def test_engine_prompt_has_one_image_token_per_image():
+    """The colocated engine's prompt (`collapse_image_tokens` of the processor's ids, which carry one image token per
+    merged patch) is the chat text tokenized with one `<|image_pad|>` per image, the form vLLM expands itself."""
+    from PIL import Image
+    from transformers import AutoProcessor
+
+    from vad import cli
+    from vad.trainer import collapse_image_tokens
+
+    processor = AutoProcessor.from_pretrained(cli.model_path(cli.TINY_VLM))
+    images = [Image.new("RGB", (224, 224), "white"), Image.new("RGB", (56, 112), "black")]
+    content = [
+        {"type": "image"},
+        {"type": "text", "text": "Compare"},
+        {"type": "image"},
+        {"type": "text", "text": "?"},
+    ]
+    text = processor.apply_chat_template([{"role": "user", "content": content}], add_generation_prompt=True)
+    expanded = processor(images=images, text=[text])["input_ids"][0]
+    image_token = processor.image_token_id
+    assert expanded.count(image_token) == 16 + 8  # 224 px -> 112 px (16 tokens at most); 56 x 112 px -> 2 x 4 tokens
+    assert collapse_image_tokens(expanded, image_token) == processor.tokenizer(text)["input_ids"]

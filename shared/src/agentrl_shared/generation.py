@@ -176,17 +176,26 @@ def sync_vllm_weights(vllm_generation) -> None:
     attribute 'weight_loader'". The model runner's `reload_weights` (`vllm/v1/worker/gpu_model_runner.py`: restore
     the layers, load, repack) is vLLM's in-place update; each parameter is copied while TRL's iterator holds it
     gathered (ZeRO-3 frees it when the gather closes).
+
+    A colocated engine then also drops its cached image embeddings, which the old vision weights computed: vLLM
+    asks for this after every weight update (`vllm/v1/engine/core.py`, `EngineCore.reset_encoder_cache`), TRL 1.16
+    resets only the prefix cache. Without it an image seen before the sync reuses stale embeddings, and on the CPU
+    build after `reload_weights` the request fails ("Encoder cache miss"). A no-op for text-only models.
     """
     from vllm.platforms import current_platform
 
-    if vllm_generation.mode != "colocate" or not current_platform.is_cpu():
+    if vllm_generation.mode != "colocate":
         vllm_generation.sync_weights()
         return
-    runner = vllm_generation.llm.llm_engine.model_executor.driver_worker.model_runner
-    runner.reload_weights(weights_iterator=((name, p.clone()) for name, p in vllm_generation._iter_named_params()))
-    if vllm_generation.model.config.tie_word_embeddings:
-        _repack_tied_lm_head(runner.get_model())
-    vllm_generation.llm.reset_prefix_cache()
+    if current_platform.is_cpu():
+        runner = vllm_generation.llm.llm_engine.model_executor.driver_worker.model_runner
+        runner.reload_weights(weights_iterator=((name, p.clone()) for name, p in vllm_generation._iter_named_params()))
+        if vllm_generation.model.config.tie_word_embeddings:
+            _repack_tied_lm_head(runner.get_model())
+        vllm_generation.llm.reset_prefix_cache()
+    else:
+        vllm_generation.sync_weights()
+    vllm_generation.llm.llm_engine.reset_encoder_cache()
 
 
 def _repack_tied_lm_head(model) -> None:

@@ -40,6 +40,12 @@ def answer_reward(completions: list, answer: list[str], **kwargs) -> list[float]
     return [float(rule_correct("train", t, a, multiple_choice=True)) for t, a in zip(texts, answer, strict=True)]
 
 
+def collapse_image_tokens(ids: list[int], image_token_id: int) -> list[int]:
+    """`ids` with each run of `image_token_id` cut to one token: the prompt as vLLM expects it next to the raw image
+    (one placeholder per image, which vLLM expands to the image's feature count itself)."""
+    return [t for i, t in enumerate(ids) if t != image_token_id or i == 0 or ids[i - 1] != image_token_id]
+
+
 class TeacherEMACallback(TrainerCallback):
     """Calls [`VADTrainer.update_teacher`] after every optimizer step (`teacher_ema` set)."""
 
@@ -247,12 +253,25 @@ class VADTrainer(GRPOTrainer):
         }
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
-        """TRL's, with the vLLM weight sync of `agentrl_shared.generation.sync_vllm_weights` (the multi-turn trainers'
-        too): TRL's own `sync_weights`, except on vLLM's CPU build, whose repacked linear layers TRL's per-parameter
-        load cannot write (it fails on the vision tower's first layer)."""
+        """TRL's, with two changes on the vLLM path.
+
+        - The weight sync of `agentrl_shared.generation.sync_vllm_weights` (the multi-turn trainers' too): TRL's own
+          `sync_weights`, except on vLLM's CPU build, whose repacked linear layers TRL's per-parameter load cannot
+          write (it fails on the vision tower's first layer); then the engine's cached image embeddings are dropped.
+        - In colocate mode the engine gets each prompt with one image token per image (`collapse_image_tokens`).
+          TRL 1.16 passes the processor's token ids, whose image tokens are already expanded to one per merged patch,
+          together with the raw images (`trl/generation/vllm_generation.py`, `VLLMGeneration.generate`), and vLLM
+          0.31 expands the first image token of each image again (`vllm/multimodal/processing/processor.py`,
+          `_apply_prompt_updates`): the engine then samples from a longer prompt than the one the trainer scores
+          (huggingface/trl#6294, fix open in huggingface/trl#6718). The trainer keeps the expanded ids (the caller's
+          `prompt_ids`); TRL's server mode places the image features on the expanded runs itself, so it is unchanged.
+        """
         if self.use_vllm and self.state.global_step != self._last_loaded_step:
             sync_vllm_weights(self.vllm_generation)
             self._last_loaded_step = self.state.global_step  # TRL's own check below then finds nothing to sync
+        if self.use_vllm and self.vllm_mode == "colocate" and images is not None:
+            image_token_id = self.processing_class.image_token_id
+            prompt_ids = [collapse_image_tokens(ids, image_token_id) for ids in prompt_ids]
         return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
 
     def _generate_and_score_completions(self, inputs: list[dict]) -> dict:
