@@ -14,9 +14,12 @@ machine wall time is noisy, CPU time much less so.
 4. Teacher forward: which forward dominates (the student's loss forward + backward, the teacher's plain forward,
    its shared-prefix forward) on the CPU config's rows and at the paper config's lengths (`teacher_forward`).
 5. Step time of SDAR over GRPO on the CPU config (the only difference is the teacher forward).
+6. Loss forward (`loss_forward`): the policy's forward with grad and its backward, TRL's plain forward against the
+   shared-prefix one (`shared_prefix_policy`), on a sampled CPU-config rollout; with the largest log-prob and
+   gradient differences between the two.
 Figures are merged under `sdar/` into `bench-results.json` at the repository root after each section, with the
 commit and `--note` (the load) of the section (`sdar/provenance/<section>`); `--sections` runs a subset. Run order:
-2, 1, 3, 4, 5.
+2, 1, 3, 4, 5, 6.
 """
 
 import json
@@ -327,6 +330,96 @@ def teacher_forward(repeats: int = 2, paper_rows: int = 4) -> dict:
     return out
 
 
+def loss_forward(repeats: int = 1) -> dict:
+    """The policy's loss forward with grad + backward, plain (TRL's) against shared prefix, interleaved.
+
+    Rows: one training rollout of the CPU config (2 tasks x G = 8 episodes of TextRooms, SmolLM2-135M sampled at the
+    config's temperature, seeded, so that a group's second-turn prompts differ as in training), cut into its
+    `micro_batch_rows` micro-batches in rollout order (`plan_steps` on one rank). The loss: token-mean of
+    advantage x log-prob plus the entropy bonus, i.e. the terms whose gradient the two forwards must agree on. fp32,
+    the CPU config's precision. `max_abs_logp_diff` / `max_abs_grad_diff`: shared vs plain, over every micro-batch.
+    """
+    import torch
+    from trl.trainer.utils import add_fused_lm_head
+
+    from agentrl_shared.batch import rows_to_batch
+    from agentrl_shared.envs import load_tasks
+    from agentrl_shared.generation import HFGenerator
+    from agentrl_shared.prefix import prefix_plan, shared_prefix_logps_and_entropies
+
+    from .cli import load
+
+    tok, model, _ = _smollm2()
+    cpu = load(CPU_CONFIG, [])
+    args = cpu["trainer"]
+    add_fused_lm_head(model, temperature=args.temperature, outputs=("log_probs", "entropy"))  # as GRPOTrainer
+    pad, micro, G = tok.pad_token_id, args.micro_batch_rows, args.num_generations
+    generate = HFGenerator(model, tok, max_new_tokens=args.max_completion_length, temperature=args.temperature)
+    tasks = load_tasks("textrooms", "train", **cpu["env"].task_kwargs)[:2]
+    pool, collector = _collector(tok, 2 * G)
+    torch.manual_seed(0)
+    with pool:
+        episodes = collector.collect([t for t in tasks for _ in range(G)], [i // G for i in range(2 * G)],
+                                     [0] * (2 * G), generate)  # fmt: skip
+    rows = [r for e in episodes for r in e.rows]
+    g = torch.Generator().manual_seed(0)
+    advantages = torch.randn(len(rows), generator=g).tolist()  # any values: both forwards get the same
+    batches = [
+        rows_to_batch([r.prompt_ids for r in rows[i : i + micro]], [r.completion_ids for r in rows[i : i + micro]],
+                      [True] * len(rows[i : i + micro]), advantages[i : i + micro], pad)[0]
+        for i in range(0, len(rows), micro)
+    ]  # fmt: skip
+    n_tokens = sum(int(b["completion_mask"].sum()) for b in batches)
+    model.train()
+
+    def plain(b):  # TRL `_get_per_token_logps_and_entropies` (trl 1.16)
+        ids = torch.cat([b["prompt_ids"], b["completion_ids"]], 1)
+        mask = torch.cat([b["prompt_mask"], b["completion_mask"]], 1)
+        C = b["completion_ids"].size(1)
+        labels = ids.masked_fill(mask == 0, -100)
+        labels[:, :-C] = -100
+        out = model(input_ids=ids, attention_mask=mask, labels=labels, fused_lm_head=True)
+        return out.log_probs[:, -C:], out.entropy[:, -C:]
+
+    def shared(b):
+        return shared_prefix_logps_and_entropies(model, b["prompt_ids"], b["prompt_mask"], b["completion_ids"],
+                                                 b["completion_mask"], pad, compute_entropy=True)  # fmt: skip
+
+    clock, logps, grads = Clock(), {}, {}
+    for _ in range(repeats):
+        for name, forward in (("plain", plain), ("shared prefix", shared)):
+            model.zero_grad(set_to_none=True)
+            with clock(f"loss forward + backward, {name}"):
+                for k, b in enumerate(batches):
+                    lp, ent = forward(b)
+                    m = b["completion_mask"].float()
+                    loss = -((lp * b["advantages"][:, None] + args.entropy_coef * ent) * m).sum() / n_tokens
+                    loss.backward()
+                    logps[name, k] = lp.detach()[b["completion_mask"].bool()]
+            grads[name] = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    out = {k: {"wall": clock.wall[k] / repeats, "cpu": clock.cpu[k] / repeats} for k in clock.wall}
+    for kind in ("wall", "cpu"):
+        out[f"plain_over_shared_{kind}"] = (
+            out["loss forward + backward, plain"][kind] / out["loss forward + backward, shared prefix"][kind]
+        )
+    out["max_abs_logp_diff"] = max((logps["plain", k] - logps["shared prefix", k]).abs().max().item()
+                                   for k in range(len(batches)))  # fmt: skip
+    out["max_abs_grad_diff"] = max((a - b).abs().max().item() for a, b in zip(*grads.values(), strict=True))
+    out["max_abs_grad"] = max(a.abs().max().item() for a in grads["plain"])
+    out["rows"], out["micro_batches"] = len(rows), len(batches)
+    out["prompt_tokens"] = int(sum(b["prompt_mask"].sum() for b in batches))
+    # tokens the shared path runs: each micro-batch's prefixes once, plus every row's rest of the prompt
+    run = 0
+    for b in batches:
+        prompts = [row[m.bool()].tolist() for row, m in zip(b["prompt_ids"], b["prompt_mask"], strict=True)]
+        group, prefix_len, _ = prefix_plan(prompts)
+        run += sum(prefix_len) + sum(len(p) - prefix_len[group[i]] for i, p in enumerate(prompts))
+    out["shared_prompt_tokens_run"] = run
+    out["completion_tokens"] = n_tokens
+    return out
+
+
 def step_times(overrides: list[str]) -> list[float]:
     """Seconds per optimizer step (TRL's `step_time`, the rollout included) on the CPU config, no evaluation."""
     from .cli import load, train
@@ -366,7 +459,7 @@ def _print_teacher(tf: dict) -> None:
               f"{f['teacher_plain_over_shared_cpu']:8.2f}   max |logp diff| {f['max_abs_logp_diff']:.1e}")  # fmt: skip
 
 
-SECTIONS = ("rollout", "main_job_split", "evaluation_pass", "teacher_forward", "step_time")
+SECTIONS = ("rollout", "main_job_split", "evaluation_pass", "teacher_forward", "step_time", "loss_forward")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -390,7 +483,8 @@ def main(argv: list[str] | None = None) -> None:
                           "evaluation_pass": "textrooms valid_seen, 64 tasks, one pass against chunks of 16",
                           "rollout": "textrooms, SmolLM2-135M, greedy, CPU config precision, 16 episodes, 2 turns",
                           "teacher_forward": f"{CPU_CONFIG} rollout rows; {PAPER_CONFIG} lengths; SmolLM2, fp32",
-                          "step_time": f"{CPU_CONFIG}, {STEP_ROLLOUTS} rollouts, first dropped"}}  # fmt: skip
+                          "step_time": f"{CPU_CONFIG}, {STEP_ROLLOUTS} rollouts, first dropped",
+                          "loss_forward": f"{CPU_CONFIG} sampled rollout rows (seed 0); SmolLM2, fp32"}}  # fmt: skip
     if "rollout" in args.sections:
         roll = figures["rollout"] = batched_rollout_vs_ceiling()
         print(f"\n{'rollout, 16 episodes (s)':38s} {'sequential':>10s} {'batched':>8s} {'ceiling':>8s} "
@@ -439,6 +533,18 @@ def main(argv: list[str] | None = None) -> None:
         print(f"\n{'step time, ' + CPU_CONFIG + ' (s)':38s} {'GRPO':>10s} {'SDAR':>8s} {'ratio':>8s}")
         print(f"  {'wall, median':36s} {figures['grpo_step_time_s']:10.2f} {figures['sdar_step_time_s']:8.2f} "
               f"{figures['step_time_ratio_sdar_over_grpo']:8.2f}")  # fmt: skip
+        merge(figures)
+
+    if "loss_forward" in args.sections:
+        lf = figures["loss_forward"] = loss_forward()
+        print(f"\nloss forward + backward, {lf['rows']} rows in {lf['micro_batches']} micro-batches; prompt tokens "
+              f"{lf['prompt_tokens']} plain, {lf['shared_prompt_tokens_run']} shared; {lf['completion_tokens']} "
+              f"completion tokens (s)     wall      cpu")  # fmt: skip
+        for stage in [k for k in lf if isinstance(lf[k], dict)]:
+            print(f"  {stage:44s} {lf[stage]['wall']:8.2f} {lf[stage]['cpu']:8.2f}")
+        print(f"  {'plain / shared prefix':44s} {lf['plain_over_shared_wall']:8.2f} {lf['plain_over_shared_cpu']:8.2f}"
+              f"   max |logp diff| {lf['max_abs_logp_diff']:.1e}, max |grad diff| {lf['max_abs_grad_diff']:.1e} "
+              f"(max |grad| {lf['max_abs_grad']:.1e})")  # fmt: skip
         merge(figures)
 
 

@@ -2,8 +2,8 @@
 
 `python -m agentrl_shared.bench_summary [--results bench-results.json]` prints one line per figure with its goal
 (issue 29: step time <= 1.25 x GRPO; pool >= 1.0 x one process for environments cheaper than a round trip, >= 1.8
-on 2 cores for ALFWorld), the configuration it was measured on and the commit of the run that wrote it. It measures
-nothing; a figure that no run wrote is printed as "not run".
+on 2 cores for ALFWorld; shared-prefix forwards > 1 x the plain ones), the configuration it was measured on and the
+commit of the run that wrote it. It measures nothing; a figure that no run wrote is printed as "not run".
 """
 
 import argparse
@@ -28,6 +28,11 @@ def rows(results: dict) -> list[tuple[str, float | None, str, str]]:
         detail = f"{f.get('rows', '?')} rows, max |logp diff| {f.get('max_abs_logp_diff', float('nan')):.1e}"
         out.append((f"teacher forward plain / shared prefix ({shape})", value, "> 1",
                     f"{detail}; {provenance.get('commit', '')} {provenance.get('note', '')}".strip()))  # fmt: skip
+    f, provenance = results.get("sdar/loss_forward", {}), results.get("sdar/provenance/loss_forward", {})
+    detail = (f"{f.get('rows', '?')} rows, max |logp diff| {f.get('max_abs_logp_diff', float('nan')):.1e}, "
+              f"max |grad diff| {f.get('max_abs_grad_diff', float('nan')):.1e}")  # fmt: skip
+    out.append(("loss forward + backward plain / shared prefix (cpu)", f.get("plain_over_shared_wall"), "> 1",
+                f"{detail}; {provenance.get('commit', '')} {provenance.get('note', '')}".strip()))  # fmt: skip
     for key in sorted(k for k in results if k.startswith("envs/") and k.endswith("/pool_over_single")):
         name = key.split("/")[1]
         cost = results.get(f"envs/{name}/pool_step_cost", {})
