@@ -59,7 +59,7 @@ def table(payload: dict | None) -> str:
         return lambda e: " / ".join(fmt(scale * e["method"][k][key], digits) for k in ("all", "won", "failed"))
 
     return mechanisms_table(payload, ["untrained", "grpo", "sdar"], [
-        ("gate mean (all / won / failed)", three("gate_mean")),
+        ("gate mean (all / won / failed)", three("gate_mean", 1.0, 3)),
         ("gate open % (g > 0.5; all / won / failed)", three("gate_active_ratio", 100.0, 1)),
-        ("SDAR term mean g (l_T - l_S) (all / won / failed)", three("sdar_term")),
+        ("SDAR term mean g (l_T - l_S) (all / won / failed)", three("sdar_term", 1.0, 4)),
     ])  # fmt: skip

@@ -249,9 +249,9 @@ def mechanisms_table(payload: dict | None, labels: list[str], columns: list[tupl
     shared = [
         ("student success %", lambda e: fmt(100 * e["student"]["summary"]["success_rate_mean"], 1)),
         ("teacher success % (skill prompt, acting)", lambda e: fmt(100 * e["teacher"]["summary"]["success_rate_mean"], 1)),
-        ("gap mean, all tokens", lambda e: fmt(e["gap"]["all"]["mean"])),
-        ("gap p10 / p50 / p90", lambda e: " / ".join(fmt(e["gap"]["all"][k]) for k in ("p10", "p50", "p90"))),
-        ("gap mean, won / failed episodes", lambda e: f"{fmt(e['gap']['won']['mean'])} / {fmt(e['gap']['failed']['mean'])}"),
+        ("gap mean, all tokens", lambda e: fmt(e["gap"]["all"]["mean"], 3)),
+        ("gap p10 / p50 / p90", lambda e: " / ".join(fmt(e["gap"]["all"][k], 3) for k in ("p10", "p50", "p90"))),
+        ("gap mean, won / failed episodes", lambda e: f"{fmt(e['gap']['won']['mean'], 3)} / {fmt(e['gap']['failed']['mean'], 3)}"),
     ]  # fmt: skip
     header = ["Model", *[h for h, _ in shared + columns], "commit"]
     if not payload:
