@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 from .cli import setup_logging
-from .report import markdown_table, mean_std, paired_difference, plot_curves
+from .report import markdown_table, mean_std, paired_markdown, plot_curves
 
 
 logger = logging.getLogger(__name__)
@@ -86,22 +86,10 @@ def table(payloads: dict[str, list[dict]], env: str) -> str:
 
 def paired(sources: dict[str, list[str]], baseline: str) -> str:
     """Each label's paired per-instance difference to `baseline` with its bootstrap 95 % interval
-    (`report.paired_difference`: same training seed, same panel instance); "" without the baseline or episodes."""
+    (`report.paired_markdown`: same training seed, same panel instance); "" without the baseline."""
     if baseline not in sources:
         return ""
-    rows = []
-    for label, runs in sources.items():
-        d = (
-            None
-            if label == baseline
-            else paired_difference([Path(r) for r in runs], [Path(r) for r in sources[baseline]])
-        )
-        if d is not None:
-            rows.append([label, f"{d['mean']:+.1f}", f"[{d['lo']:+.1f}, {d['hi']:+.1f}]",
-                         f"{d['instances']} x {d['seeds']}", f"{d['better']} / {d['worse']}"])  # fmt: skip
-    header = [f"Method - {baseline}", "success pts (paired mean)", "bootstrap 95 % interval",
-              "panel instances x seeds", "instances better / worse"]  # fmt: skip
-    return "\n\n" + markdown_table(header, rows) if rows else ""
+    return "\n\n" + paired_markdown({label: [Path(r) for r in runs] for label, runs in sources.items()}, baseline)
 
 
 def main(argv: list[str] | None = None) -> None:

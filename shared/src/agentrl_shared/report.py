@@ -155,24 +155,27 @@ def paired_difference(runs: list[Path], baseline: list[Path], n_boot: int = 10_0
             "better": int((diff > 0).sum()), "worse": int((diff < 0).sum())}  # fmt: skip
 
 
-def paired_table(results: Path, scale: str, names: dict[str, str], baseline: str) -> str:
-    """Each method's paired difference to `baseline` (a key of `names`) on the committed runs of `scale`: the mean
-    per-instance difference in success points with its bootstrap 95 % interval (`paired_difference`)."""
+def paired_markdown(runs: dict[str, list[Path]], baseline: str) -> str:
+    """The table of each name's paired difference to `baseline` (a key of `runs`, run folders per name): the mean
+    per-instance difference in success points with its bootstrap 95 % interval (`paired_difference`); `not run`
+    where nothing pairs."""
     rows = []
-    base = sorted((results / scale / baseline).glob("seed*"))
-    for method, name in names.items():
-        if method == baseline:
+    for name, folders in runs.items():
+        if name == baseline:
             continue
-        d = paired_difference(sorted((results / scale / method).glob("seed*")), base)
-        if d is None:
-            rows.append([name, "not run", "not run", "0", "-"])
-            continue
-        rows.append([name, f"{d['mean']:+.1f}", f"[{d['lo']:+.1f}, {d['hi']:+.1f}]",
-                     f"{d['instances']} x {d['seeds']} seed{'s' if d['seeds'] != 1 else ''}",
-                     f"{d['better']} / {d['worse']}"])  # fmt: skip
-    header = [f"Method - {names[baseline]}", "success pts (paired mean)", "bootstrap 95 % interval",
+        d = paired_difference(folders, runs[baseline])
+        rows.append([name, "not run", "not run", "0", "-"] if d is None else
+                    [name, f"{d['mean']:+.1f}", f"[{d['lo']:+.1f}, {d['hi']:+.1f}]",
+                     f"{d['instances']} x {d['seeds']}", f"{d['better']} / {d['worse']}"])  # fmt: skip
+    header = [f"Method - {baseline}", "success pts (paired mean)", "bootstrap 95 % interval",
               "panel instances x seeds", "instances better / worse"]  # fmt: skip
     return markdown_table(header, rows)
+
+
+def paired_table(results: Path, scale: str, names: dict[str, str], baseline: str) -> str:
+    """`paired_markdown` of the committed runs of `scale`, methods named by `names`, against `baseline` (a key)."""
+    runs = {name: sorted((results / scale / method).glob("seed*")) for method, name in names.items()}
+    return paired_markdown(runs, names[baseline])
 
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> str:
