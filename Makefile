@@ -123,17 +123,18 @@ eval: check-paper setup  ## evaluate a config: PAPER=sdar CONFIG=<name> [ARGS="m
 report: check-paper setup  ## regenerate a paper's README results table and curves from result files
 	$(RUN) $(REPORT_$(PAPER))
 
-# SDAR's and AgentOPSD's mechanism check on the CPU plan's checkpoints (`make reproduce PAPER=...` first): the
-# skill-conditioned teacher's success, its log-prob gap to the student and the gate / belief built on it, for the
-# untrained, GRPO-final and method-final models; then the report step files it and rebuilds the README table
-MECHANISMS_PAPERS := sdar agentopsd
+# The mechanism check on the CPU plan's checkpoints (`make reproduce PAPER=...` first), then the report step files it
+# and rebuilds the README table. SDAR, AgentOPSD: the skill-conditioned teacher's success, its log-prob gap to the
+# student and the gate / belief built on it (untrained, GRPO-final, method-final). EnvACE: the rehearsal role's parse
+# rate and agreement with the real tools, success with rehearsed vs real returns (warm start; EnvACE-final if trained)
+MECHANISMS_PAPERS := sdar agentopsd envace
 RUNS ?= runs/$(PAPER)
 .PHONY: mechanisms check-mechanisms
 check-mechanisms:
 	@case " $(MECHANISMS_PAPERS) " in *" $(PAPER) "*) ;; *) echo "make mechanisms: PAPER=$(PAPER) has no \
 	mechanism check; valid: $(MECHANISMS_PAPERS)"; exit 2;; esac
 
-mechanisms: check-mechanisms setup-reproduce  ## teacher success, teacher-student gap, gate/belief on the CPU panel: PAPER=sdar|agentopsd [RUNS=runs/PAPER]
+mechanisms: check-mechanisms setup-reproduce  ## what the method acts on, on the CPU panel (teacher gap / gate / belief; EnvACE: rehearsal vs real tools): PAPER=sdar|agentopsd|envace [RUNS=runs/PAPER]
 	$(REPRO_RUN) $(PAPER) mechanisms --runs $(RUNS) --output $(RUNS)/cpu/mechanisms
 	$(REPRO_RUN) $(PAPER) report --runs $(RUNS)
 

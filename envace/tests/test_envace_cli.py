@@ -31,6 +31,7 @@ FLAGS = {
     },
     "reproduce": {"--scale", "--seeds", "--output", "--dry-run", "--machine-rank", "--main-process-ip"},
     "report": {"--runs", "--readme"},
+    "mechanisms": {"--config", "--runs", "--seed", "--output"},
 }
 
 

@@ -1,10 +1,12 @@
-"""`envace train|eval|reproduce|report`: the EnvACE command line (`envace <command> --help` for its flags).
+"""`envace train|eval|reproduce|report|mechanisms`: the EnvACE command line (`envace <command> --help` for its flags).
 
 `train` runs one configuration and evaluates the result on the fixed panel with the real tool back ends (one
 committed execution per task); `eval` evaluates a model (the untrained baseline, or a checkpoint), optionally with
 test-time rehearsal (`--tts parallel|sequential`); `reproduce` runs one scale's plan (methods x seeds) under an output
 folder (git-ignored); `report` copies finished runs into `envace/results` and rebuilds the README tables from those
-files, the only command that writes tracked files. No algorithm logic here.
+files, the only command that writes tracked files; `mechanisms` measures the rehearsal role's validity and its
+agreement with the real tools on the panel, for the warm-started and the EnvACE models (`envace.mechanisms`). No
+algorithm logic here.
 """
 
 import json
@@ -16,6 +18,7 @@ from pathlib import Path
 
 from agentrl_shared.cli import (
     LaunchFlags,
+    add_mechanisms_flags,
     append_jsonl,
     build_parser,
     dump_config,
@@ -54,6 +57,9 @@ METHODS = {
 }
 CPU_TTS = {"tts_parallel": "parallel", "tts_sequential": "sequential"}
 PAPER_CONFIGS = ["checklist_qwen3-8b_paper"]
+MECHANISMS_HELP = ("the rehearsal role's parse rate and its agreement with the real tools on the panel, and the "
+                   "success with rehearsed vs real tool returns: untrained (warm start) and EnvACE-final (writes "
+                   "mechanisms.json)")  # fmt: skip
 
 
 def sections():
@@ -129,39 +135,57 @@ def check_judge(args) -> None:
         make_judge(args).check()
 
 
-def train(cfg: dict, method: str = "run", output: Path = Path("runs/envace")) -> dict:
-    """Train one configuration, then evaluate it on the fixed panel (`agentrl_shared.cli.run_training`: every
-    evaluation on every rank); returns the results payload (on every rank; files are written by the main process)."""
-    import torch
+def build_trainer(cfg: dict):
+    """`EnvACETrainer` on `cfg["model"]` (tokenizer, model kwargs, LoRA, the training tasks after the prompt filter)
+    and the evaluation panel: what `train` trains and evaluates, and what `mechanisms` measures."""
     from transformers import AutoTokenizer
 
-    from agentrl_shared.evaluation import write_results
     from agentrl_shared.lora import peft_config
     from agentrl_shared.models import model_path
 
-    from .trainer import SIMULATOR_DIR, EnvACETrainer, make_collector
+    from .trainer import EnvACETrainer
 
     args, env, model_cfg = cfg["trainer"], cfg["env"], cfg["model"]
+    path = model_path(model_cfg.name_or_path)
+    set_model_init_kwargs(args, model_cfg)
+    tok = AutoTokenizer.from_pretrained(path, padding_side="left")
+    trainer = EnvACETrainer(
+        path, args, env, _tasks(cfg, "train", tok), processing_class=tok, peft_config=peft_config(model_cfg.lora)
+    )
+    return trainer, _tasks(cfg, "eval", tok)
+
+
+def play_panel(trainer, panel: list[dict], seeds: list[int], collector) -> list[tuple]:
+    """The trainer's evaluation (`EnvACETrainer.evaluate_panel`) of every (task, seed) with `collector`: one pass
+    over the panel per seed (val_n), seeded alike on every rank; (trajectory, seed) pairs, seed by seed."""
+    import torch
+
+    played = []
+    for seed in seeds:
+        torch.manual_seed(seed)
+        played += [(t, seed) for t in trainer.evaluate_panel(panel, [seed], collector)]
+    return played
+
+
+def train(cfg: dict, method: str = "run", output: Path = Path("runs/envace")) -> dict:
+    """Train one configuration, then evaluate it on the fixed panel (`agentrl_shared.cli.run_training`: every
+    evaluation on every rank); returns the results payload (on every rank; files are written by the main process)."""
+    from agentrl_shared.evaluation import write_results
+
+    from .trainer import SIMULATOR_DIR, make_collector
+
+    args, env = cfg["trainer"], cfg["env"]
     check_judge(args)  # before any model loads
     out = run_folder(args, output, run_name(cfg, method))
     log_to_file(out)
     resolved = dump_config(cfg, out, headline(cfg))
-    path = model_path(model_cfg.name_or_path)
-    set_model_init_kwargs(args, model_cfg)
-    tok = AutoTokenizer.from_pretrained(path, padding_side="left")
-    panel, seeds = _tasks(cfg, "eval", tok), env.eval_seeds
+    trainer, panel = build_trainer(cfg)
+    seeds = env.eval_seeds
 
     def evaluate(trainer) -> dict:
-        collector = make_collector(args, env, tok, env.eval_tool_return_mode)
-        records = []
-        for seed in seeds:  # one pass over the panel per seed (val_n), seeded alike on every rank
-            torch.manual_seed(seed)
-            records += [trajectory_record(t, seed) for t in trainer.evaluate_panel(panel, [seed], collector)]
-        return summarize(records, seeds)
+        collector = make_collector(args, env, trainer.processing_class, env.eval_tool_return_mode)
+        return summarize([trajectory_record(t, s) for t, s in play_panel(trainer, panel, seeds, collector)], seeds)
 
-    trainer = EnvACETrainer(
-        path, args, env, _tasks(cfg, "train", tok), processing_class=tok, peft_config=peft_config(model_cfg.lora)
-    )
     warn_launch_size(cfg, trainer)
     run = run_training(trainer, evaluate, lambda s: f"reward {s['reward_mean']:.3f} success {s['success_mean']:.3f}",
                        out, eval_every=env.eval_every, eval_before_train=env.eval_before_train,
@@ -325,7 +349,8 @@ def main(argv: list[str] | None = None) -> None:
     from .data import DataError
     from .reward import JudgeUnavailable
 
-    parser, subs = build_parser(PACKAGE, __doc__, CPU_CONFIG, list(METHODS))
+    parser, subs = build_parser(PACKAGE, __doc__, CPU_CONFIG, list(METHODS), {"mechanisms": MECHANISMS_HELP})
+    add_mechanisms_flags(subs["mechanisms"], PACKAGE, CPU_CONFIG)
     q = subs["eval"]
     q.add_argument("--tts", default="none", choices=["none", "parallel", "sequential"],
                    help="test-time rehearsal before the one committed execution (default none)")  # fmt: skip
@@ -367,6 +392,10 @@ def main(argv: list[str] | None = None) -> None:
             report(ns.readme, ns.runs)
         elif ns.command == "reproduce":
             reproduce(ns.scale, seeds_arg(ns.seeds), ns.overrides, ns.output, launch_flags(ns))
+        elif ns.command == "mechanisms":
+            from .mechanisms import mechanisms
+
+            mechanisms(ns.config, ns.runs, ns.seed, ns.output, ns.overrides)
         elif ns.command == "train":
             train(load(ns.config, [*method_switches(METHODS, ns.method), *ns.overrides]), ns.method, ns.output)
         elif ns.benchmark != "panel":

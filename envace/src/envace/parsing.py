@@ -188,32 +188,39 @@ def format_error(code: str, message: str, **details) -> str:
     return json.dumps({"error_tool_call": {"code": code, "message": message, **details}}, ensure_ascii=False)
 
 
-def parse_execution_result(text: str) -> tuple[str, bool]:
-    """(tool message content, is_error) of a rehearsal output.
-
-    Strict: strip `<think>...</think>`; require the newline-delimited `<execution_result>` block; `json.loads`; a
-    non-empty object or a list. Every failure is an `error_tool_call` string, as is a result that itself carries an
-    `error_tool_call` (the rehearsal role rejected the call); either ends the episode.
-    """
+def parse_execution_block(text: str) -> tuple[dict | list | None, str | None]:
+    """(decoded JSON, None) of a rehearsal output's `<execution_result>` block, or (None, an `error_tool_call` string)
+    when the strict parse fails: strip `<think>...</think>`; require the newline-delimited block; `json.loads`; a
+    non-empty object or a list (official `tool_simulator_agent.py::_parse_sim_response`)."""
     text = THINK_BLOCK.sub("", text or "")
     if not text.strip():
-        return format_error("EMPTY_SIMULATOR_OUTPUT", "Empty simulator output"), True
+        return None, format_error("EMPTY_SIMULATOR_OUTPUT", "Empty simulator output")
     if "<execution_result>" not in text:
-        return format_error("NO_EXECUTION_RESULT_TAG_FOUND", "No <execution_result> tag", raw_preview=text[:200]), True
+        return None, format_error("NO_EXECUTION_RESULT_TAG_FOUND", "No <execution_result> tag", raw_preview=text[:200])
     blocks = EXECUTION_RESULT_BLOCK.findall(text)
     if not blocks:
-        return format_error("EXECUTION_RESULT_TAG_MALFORMED", "Newline boundary or closing tag missing",
-                            raw_preview=text[:200]), True  # fmt: skip
+        return None, format_error("EXECUTION_RESULT_TAG_MALFORMED", "Newline boundary or closing tag missing",
+                                  raw_preview=text[:200])  # fmt: skip
     try:
         parsed = json.loads(blocks[0].strip())
     except json.JSONDecodeError as exc:
-        return format_error(
-            "SIMULATOR_JSON_DECODE_ERROR", "Not JSON", raw_preview=blocks[0][:200], error=str(exc)
-        ), True
+        return None, format_error("SIMULATOR_JSON_DECODE_ERROR", "Not JSON", raw_preview=blocks[0][:200],
+                                  error=str(exc))  # fmt: skip
     if not (isinstance(parsed, list) or (isinstance(parsed, dict) and parsed)):
-        return format_error("INVALID_EXECUTION_RESULT_TYPE", "Must be a non-empty object or an array"), True
-    content = json.dumps(parsed, ensure_ascii=False)
-    return content, is_error_result(parsed)
+        return None, format_error("INVALID_EXECUTION_RESULT_TYPE", "Must be a non-empty object or an array")
+    return parsed, None
+
+
+def parse_execution_result(text: str) -> tuple[str, bool]:
+    """(tool message content, is_error) of a rehearsal output.
+
+    Strict (`parse_execution_block`): every parse failure is an `error_tool_call` string, as is a result that itself
+    carries an `error_tool_call` (the rehearsal role rejected the call); either ends the episode.
+    """
+    parsed, error = parse_execution_block(text)
+    if error is not None:
+        return error, True
+    return json.dumps(parsed, ensure_ascii=False), is_error_result(parsed)
 
 
 def is_error_result(result) -> bool:

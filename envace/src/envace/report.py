@@ -10,7 +10,10 @@ import json
 import logging
 from pathlib import Path
 
+from agentrl_shared.mechanisms import file_mechanisms, load_mechanisms
 from agentrl_shared.report import collect_runs, load_runs, markdown_table, mean_std, replace_block
+
+from .mechanisms import table as mechanisms_table
 
 
 logger = logging.getLogger(__name__)
@@ -139,11 +142,14 @@ def collect_rehearsal_runs(runs: Path, results: Path) -> int:
 
 def report(readme: Path, runs: Path | None = None) -> None:
     """Rebuild `readme`'s result blocks from `<readme folder>/results`, after copying finished runs from `runs` there
-    when given; the bench block reads `bench-results.json` next to the package."""
+    when given (and `<runs>/cpu/mechanisms/mechanisms.json`, `envace mechanisms`); the bench block reads
+    `bench-results.json` next to the package."""
     results = readme.parent / "results"
     if runs is not None:
         logger.info(f"report: copied {collect_runs(runs, results, RUN_FILES)} finished runs and "
                     f"{collect_rehearsal_runs(runs, results)} rehearsal benchmark runs from {runs} to {results}")  # fmt: skip
+        if file_mechanisms(runs, results):
+            logger.info(f"report: filed {runs}/cpu/mechanisms in {results}/cpu/mechanisms")
     text = readme.read_text()
     text = replace_block(text, "results-cpu", cpu_table(load_runs(results, "cpu")))
     text = replace_block(
@@ -151,6 +157,7 @@ def report(readme: Path, runs: Path | None = None) -> None:
     )
     rehearsal = [json.loads(p.read_text()) for p in sorted((results / "benchmarks").glob("*/results.json"))]
     text = replace_block(text, "results-tts-benchmarks", rehearsal_table(rehearsal))
+    text = replace_block(text, "mechanisms-cpu", mechanisms_table(load_mechanisms(results)))
     text = replace_block(text, "bench", bench_block(readme.resolve().parent.parent / "bench-results.json"))
     readme.write_text(text)
     logger.info(f"report: wrote {readme}")
