@@ -119,11 +119,9 @@ def test_fields_file_is_current():
     assert (why := stale("agentopsd")) is None, why
 
 
-def test_shared_prefix_teacher_refuses_gradient_checkpointing(tmp_path):
+@pytest.mark.parametrize("switch", ["shared_prefix_teacher", "shared_prefix_policy"])
+def test_shared_prefix_forwards_refuse_gradient_checkpointing(tmp_path, switch):
     # a checkpointed layer in training mode drops the key/value cache the suffix forward reads (as in sdar)
     with pytest.raises(ValueError, match="gradient checkpointing drops"):
-        AgentOPSDConfig(
-            output_dir=str(tmp_path), use_cpu=True, gradient_checkpointing=True, shared_prefix_teacher=True
-        )
-    assert AgentOPSDConfig(output_dir=str(tmp_path), use_cpu=True, gradient_checkpointing=False,
-                           shared_prefix_teacher=True)  # fmt: skip
+        AgentOPSDConfig(output_dir=str(tmp_path), use_cpu=True, gradient_checkpointing=True, **{switch: True})
+    assert AgentOPSDConfig(output_dir=str(tmp_path), use_cpu=True, gradient_checkpointing=False, **{switch: True})

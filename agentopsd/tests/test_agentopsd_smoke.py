@@ -93,3 +93,20 @@ def test_cli_trains_under_deepspeed_zero3(tmp_path, zero3_env):
     assert any("agentopsd/multiplier_mean" in h or "agentopsd/v0_mean" in h for h in results["log_history"])
     n, same = changed_parameters(out)
     assert n > 0 and same == [], f"unchanged parameters: {same}"
+
+
+def test_shared_prefix_policy_trains_as_the_plain_forwards(tmp_path):
+    # `shared_prefix_policy` (on in the smoke and CPU configs) runs the student's gap forward and the loss forward
+    # with the shared prompt prefix once; the same rollout then gives the same gap, loss and gradient to float rounding
+    # (not the same weights: AdamW's first step moves every weight by about lr whatever its gradient's size, so a
+    # gradient of ~0 that rounds to the other sign moves it the other way)
+    runs = {}
+    for switch in ("true", "false"):
+        out = tmp_path / switch
+        main(["train", "--config", "smoke", f"trainer.output_dir={out}", "trainer.num_rollouts=1",
+              f"trainer.shared_prefix_policy={switch}"])  # fmt: skip
+        logs = [h for h in json.loads((out / "results.json").read_text())["log_history"] if "loss" in h]
+        runs[switch] = logs[0]
+    shared, plain = runs["true"], runs["false"]
+    for key in ("loss", "grad_norm", "agentopsd/teacher_student_gap_mean", "agentopsd/v0_mean", "entropy"):
+        assert shared[key] == pytest.approx(plain[key], rel=1e-4, abs=1e-6), key

@@ -69,6 +69,11 @@ class AgentOPSDConfig(GRPOConfig):
             the CPU and smoke configs (1.6x faster there, `make bench`); off by default, so the paper
             configs keep TRL's forward: its gain at paper shapes was not shown (0.8x with 2 rows of 2048 + 512
             tokens on CPU) and it has not run on a GPU, in bf16 or with FlashAttention.
+        shared_prefix_policy (`bool`, *optional*, defaults to `False`): the same for the policy's own forwards: the
+            rollout-time student log-probs of the gap (no grad) and the loss forward (with grad through the prefix's
+            keys/values, `agentrl_shared.prefix.shared_prefix_logps_and_entropies`); the G identical first-turn
+            prompts of a group run once. Log-probs, entropies and gradients equal the plain forward at atol 1e-5 in
+            fp32 (`shared/tests/test_prefix.py`). On in the CPU and smoke configs, off by default (as above).
         skills_dir (`str`, *optional*): a folder of the official skill documents in their layout (`<env>/
             skill_mapping.json` and the files it names; ZJU-REAL/SDAR@8b85c23 `skills/`, fetched by
             `make data ENV=skills`); the paper configs read `${SKILLS_DATA}`. None (CPU and test configs): this
@@ -118,6 +123,9 @@ class AgentOPSDConfig(GRPOConfig):
     shared_prefix_teacher: bool = field(
         default=False, metadata={"help": "teacher forward: shared prompt prefix once per micro-batch (prefix.py)."}
     )
+    shared_prefix_policy: bool = field(
+        default=False, metadata={"help": "student and loss forwards: shared prompt prefix once per micro-batch."}
+    )
     skills_dir: str | None = field(
         default=None,
         metadata={
@@ -154,11 +162,11 @@ class AgentOPSDConfig(GRPOConfig):
                 f"loss_type={self.loss_type!r}: AgentOPSD's loss is token-mean over all real tokens of an optimizer step "
                 "on all ranks (verl loss_agg_mode=token-mean, TRL's name: dapo); set trainer.loss_type=dapo or drop it."
             )
-        if self.shared_prefix_teacher and self.gradient_checkpointing:
+        if (self.shared_prefix_teacher or self.shared_prefix_policy) and self.gradient_checkpointing:
             raise ValueError(
-                "shared_prefix_teacher runs the suffixes against a key/value cache, which gradient checkpointing "
-                "drops in training mode (transformers GradientCheckpointingLayer); set "
-                "trainer.gradient_checkpointing=false or turn the switch off."
+                "shared_prefix_teacher / shared_prefix_policy run the suffixes against a key/value cache, which "
+                "gradient checkpointing drops in training mode (transformers GradientCheckpointingLayer); set "
+                "trainer.gradient_checkpointing=false or turn the switches off."
             )
         if self.max_steps > 0:
             raise ValueError(

@@ -121,7 +121,7 @@ class AgentOPSDTrainer(MultiTurnGRPOTrainer):
                 student = batch.get("old_per_token_logps")
                 if student is None:
                     t0 = time.perf_counter()
-                    student = self._logps(self.model, *ids)
+                    student = self._logps(self.model, *ids, shared_prefix=self.args.shared_prefix_policy)
                     self.timings["old_logps_s"] += time.perf_counter() - t0
                 delta = (teacher - student).float().cpu()
                 for b, i in enumerate(index):
@@ -234,7 +234,8 @@ class AgentOPSDTrainer(MultiTurnGRPOTrainer):
 
     def _compute_loss(self, model, inputs):
         mask = inputs["completion_mask"]
-        logps, entropies = self._policy_forward(model, inputs)  # (B, C) each, with grad
+        # (B, C) each, with grad; `shared_prefix_policy`: the rows' shared prompt prefix runs once
+        logps, entropies = self._policy_forward(model, inputs, shared_prefix=self.args.shared_prefix_policy)
         loss, sums = step_loss(
             logps,
             entropies,

@@ -341,7 +341,14 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
                 mask[b, : len(row.sampling_logps)] = True
         return logps, mask
 
-    def _logps(self, model, prompt_ids, prompt_mask, completion_ids, completion_mask) -> Tensor:
+    def _logps(self, model, prompt_ids, prompt_mask, completion_ids, completion_mask, shared_prefix=False) -> Tensor:
+        """(B, C) log-probs of the completion under `model`: TRL's plain forward of every whole row, or with
+        `shared_prefix` the prompt prefix that rows share once per micro-batch (`agentrl_shared.prefix.
+        shared_prefix_logps`: two forwards on every rank, equal to the plain forward to float rounding)."""
+        if shared_prefix:
+            with self.accelerator.autocast():
+                return shared_prefix_logps(model, prompt_ids, prompt_mask, completion_ids, completion_mask,
+                                           self.processing_class.pad_token_id)  # fmt: skip
         input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
         attention_mask = torch.cat([prompt_mask, completion_mask], dim=1)
         logps, _, _ = self._get_per_token_logps_and_entropies(model, input_ids, attention_mask, completion_ids.size(1))
@@ -354,10 +361,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         plain forward to float rounding); otherwise TRL's plain forward of every whole row."""
         ids = (batch["teacher_prompt_ids"], batch["teacher_prompt_mask"], batch["completion_ids"],
                batch["completion_mask"])  # fmt: skip
-        if not self.args.shared_prefix_teacher:
-            return self._logps(self.model, *ids)
-        with self.accelerator.autocast():
-            return shared_prefix_logps(self.model, *ids, self.processing_class.pad_token_id)
+        return self._logps(self.model, *ids, shared_prefix=self.args.shared_prefix_teacher)
 
     def _ref_logps(self, prompt_ids, prompt_mask, completion_ids, completion_mask) -> Tensor:
         """(B, C) log-probs of the KL reference: TRL's `ref_model`, or with LoRA (TRL builds none) the policy with its
