@@ -50,9 +50,9 @@ def test_report_files_runs_and_the_compare_table(tmp_path):
     (compare / "learning_curves.png").write_bytes(b"png")
     report(path, runs, compare)
     text = path.read_text()
-    assert "| TextRooms | SmolLM2-135M-Instruct | AgentOPSD | success % (valid_seen, greedy) | n/a (our env) | " \
+    assert "| TextRooms | smollm2-135m | AgentOPSD | success % (valid_seen, greedy) | n/a (our env) | " \
            "50.0 (1 seed) | abc1234 |" in text  # fmt: skip
-    assert "| TextRooms | SmolLM2-135M-Instruct | GRPO | success % (valid_seen, greedy) | n/a (our env) | not run | - |" \
+    assert "| TextRooms | - | GRPO | success % (valid_seen, greedy) | n/a (our env) | not run | - |" \
         in text  # fmt: skip
     assert "<!-- compare-textrooms:start -->\n| Env | Method |\n|---|---|\n| textrooms | RLSD |\n\nSkillRise: not a " \
            "row.\n<!-- compare-textrooms:end -->" in text  # fmt: skip

