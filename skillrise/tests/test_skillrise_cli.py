@@ -11,6 +11,7 @@ FLAGS = {
     "eval": {"--config", "--output", "--method"},
     "reproduce": {"--scale", "--seeds", "--output", "--dry-run", "--machine-rank", "--main-process-ip"},
     "report": {"--runs", "--readme"},
+    "mechanisms": {"--config", "--runs", "--seed", "--output"},
 }
 
 

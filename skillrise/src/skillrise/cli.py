@@ -1,9 +1,12 @@
-"""`skillrise train|eval|reproduce|report`: the SkillRise command line (`skillrise <command> --help` for its flags).
+"""`skillrise train|eval|reproduce|report|mechanisms`: the SkillRise command line (`skillrise <command> --help` for its
+flags).
 
 `train` runs one configuration and evaluates the result on the evaluation panels (repeat and/or cross protocol); `eval`
 evaluates a model (the untrained baseline, or a checkpoint); `reproduce` runs one scale's plan (methods x seeds) under
 an output folder (git-ignored); `report` copies finished runs into `skillrise/results` and rebuilds the README tables
-and learning curves from those files, the only command that writes tracked files. No algorithm logic lives here.
+and learning curves from those files, the only command that writes tracked files; `mechanisms` plays the evaluation
+trials with and without the carried skill document, for the untrained, GRPO and SkillRise models
+(`skillrise.mechanisms`). No algorithm logic lives here.
 """
 
 import json
@@ -14,6 +17,7 @@ from pathlib import Path
 
 from agentrl_shared.cli import (
     LaunchFlags,
+    add_mechanisms_flags,
     append_jsonl,
     build_parser,
     dump_config,
@@ -61,6 +65,8 @@ METHODS = {
 }  # fmt: skip
 PAPER_CONFIGS = ["scienceworld_qwen3-4b_paper", "alfworld_qwen3-4b_paper", "webshop_qwen3-4b_paper"]
 PAPER_METHODS = ["grpo", "skillrise"]  # the paper's table: SkillRise against GRPO with the matched budget
+MECHANISMS_HELP = ("success at each task position of the evaluation trials with and without the carried skill "
+                   "document: untrained, GRPO-final and SkillRise-final (writes mechanisms.json)")  # fmt: skip
 
 
 def sections():
@@ -211,25 +217,45 @@ def trial_panel(groups_by_mode: dict[str, list[list[dict]]]) -> list[dict]:
             for g in groups]  # fmt: skip
 
 
-def train(cfg: dict, method: str = "run", output: Path = Path("runs/skillrise")) -> dict:
-    """Train one configuration, then evaluate it on the panels of `panel_drawer` (`agentrl_shared.cli.run_training`); returns the
-    results payload (on every rank; files are written by the main process)."""
+def build_trainer(cfg: dict):
+    """`SkillRiseTrainer` on `cfg["model"]` (tokenizer, model kwargs, LoRA, the training groups): what `train` trains
+    and evaluates, and what `mechanisms` evaluates with and without the carried document."""
     from transformers import AutoTokenizer
 
-    from agentrl_shared.evaluation import write_results
     from agentrl_shared.lora import peft_config
     from agentrl_shared.models import model_path
 
     from .trainer import SkillRiseTrainer
-    from .trial import summarize_trials
 
     args, env, model_cfg = cfg["trainer"], cfg["env"], cfg["model"]
-    out = run_folder(args, output, run_name(cfg, method))
-    log_to_file(out)
-    resolved = dump_config(cfg, out, headline(cfg))
     path = model_path(model_cfg.name_or_path)
     set_model_init_kwargs(args, model_cfg)
     tok = AutoTokenizer.from_pretrained(path, padding_side="left")
+    return SkillRiseTrainer(
+        path, args, env, train_groups(cfg), processing_class=tok, peft_config=peft_config(model_cfg.lora)
+    )
+
+
+def play_panels(trainer, panels: dict[str, list[list[dict]]], seeds: list[int], temperature: float,
+                carry_mode: str) -> dict[str, list[dict]]:  # fmt: skip
+    """The trainer's evaluation of one validation's panels (`SkillRiseTrainer.evaluate_trials`: one trial per group
+    and seed, repeat mode skipping the attempts after a win): the trial records (`trial.trial_record`) per mode. Every
+    rank must call this."""
+    return {mode: trainer.evaluate_trials(groups, seeds, temperature, carry_mode, skip_won=mode == "repeat")
+            for mode, groups in panels.items()}  # fmt: skip
+
+
+def train(cfg: dict, method: str = "run", output: Path = Path("runs/skillrise")) -> dict:
+    """Train one configuration, then evaluate it on the panels of `panel_drawer` (`agentrl_shared.cli.run_training`); returns the
+    results payload (on every rank; files are written by the main process)."""
+    from agentrl_shared.evaluation import write_results
+
+    from .trial import summarize_trials
+
+    args, env = cfg["trainer"], cfg["env"]
+    out = run_folder(args, output, run_name(cfg, method))
+    log_to_file(out)
+    resolved = dump_config(cfg, out, headline(cfg))
     draw, seeds = panel_drawer(cfg), eval_seeds(cfg)
     carry = env.eval_carry_mode or args.carry_mode
 
@@ -238,18 +264,10 @@ def train(cfg: dict, method: str = "run", output: Path = Path("runs/skillrise"))
     def evaluate(trainer) -> dict:  # a new panel at every validation where env.eval_panel = random (official)
         drawn.clear()
         drawn.update(draw())
-        return {
-            mode: summarize_trials(
-                trainer.evaluate_trials(groups, seeds, env.eval_temperature, carry, skip_won=mode == "repeat"),
-                mode,
-                seeds,
-            )
-            for mode, groups in drawn.items()
-        }
+        played = play_panels(trainer, drawn, seeds, env.eval_temperature, carry)
+        return {mode: summarize_trials(records, mode, seeds) for mode, records in played.items()}
 
-    trainer = SkillRiseTrainer(
-        path, args, env, train_groups(cfg), processing_class=tok, peft_config=peft_config(model_cfg.lora)
-    )
+    trainer = build_trainer(cfg)
     warn_launch_size(cfg, trainer)
     run = run_training(trainer, evaluate, eval_headline, out, eval_every=env.eval_every,
                        eval_before_train=env.eval_before_train,
@@ -358,7 +376,8 @@ def reproduce(
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser, subs = build_parser(PACKAGE, __doc__, CPU_CONFIG, list(METHODS))
+    parser, subs = build_parser(PACKAGE, __doc__, CPU_CONFIG, list(METHODS), {"mechanisms": MECHANISMS_HELP})
+    add_mechanisms_flags(subs["mechanisms"], PACKAGE, CPU_CONFIG)
     ns = parse_args(parser, subs, argv)
     setup_logging()
 
@@ -369,6 +388,10 @@ def main(argv: list[str] | None = None) -> None:
             report(ns.readme, ns.runs)
         elif ns.command == "reproduce":
             reproduce(ns.scale, seeds_arg(ns.seeds), ns.overrides, ns.output, launch_flags(ns))
+        elif ns.command == "mechanisms":
+            from .mechanisms import mechanisms
+
+            mechanisms(ns.config, ns.runs, ns.seed, ns.output, ns.overrides)
         elif ns.command == "train":
             train(method_config(ns.config, ns.method, ns.overrides), ns.method, ns.output)
         else:

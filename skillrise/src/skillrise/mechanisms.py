@@ -1,0 +1,204 @@
+"""`skillrise mechanisms`: what SkillRise acts on, measured on the CPU task before and after training.
+
+SkillRise trains one policy to curate a skill document between the K tasks of a trial and to solve the later tasks
+with it in context; the curate rows are credited only through the later tasks' success (README "What the paper
+does"). The quantity the method acts on is therefore the carried document's effect on success at positions 2..K. The
+carried document is the trial's `skills[row]`: it starts empty at every trial (`reset`), is replaced by the last
+parsed `<skill>` block of each curate phase and kept on a parse failure (`step(phase='curate')`), and is read by the
+next solve prompt; with `carry_mode='none'` no curate phase runs and every solve prompt reads the empty document
+(`build_text_obs`: "none (GRPO/GiGPO) sees empty skill") (official `agent_system/environments/skillrise_alfworld/
+env_manager.py`; the phases in `agent_system/multi_turn_rollout/skillrise_rollout_loop.py::vanilla_multi_turn_loop`,
+lyq1119/SkillRise-reproduction-and-refinement@79bbd91). Our `trial.TrialRunner` keeps the same switch, so withholding
+the document needs no new code: the same trials are played by the trainer's own evaluation twice,
+
+- with the document: `carry_mode="skill"`, as SkillRise is validated (`cli.play_panels`, `SkillRiseTrainer.
+  evaluate_trials`, the config's panels, seeds and evaluation temperature);
+- without it: `carry_mode="none"`, every position shown the initial (empty) document, no curate phase,
+
+per model (the config's model untrained, and GRPO-final and SkillRise-final of the CPU plan when `--runs` holds them),
+each with the package's trainer built on it (`cli.build_trainer`, the config with only the model swapped). Position 1
+is shown the empty document in both plays, so it is the control: under greedy decoding its two outcomes are equal.
+
+Success at position p is the evaluation's own (`trial.summarize_trials`): repeat mode (the same task K times) pass@p,
+solved within the first p attempts; cross mode (K different tasks of a family) won at p, padded positions left out.
+Trials are paired by their tasks and seed; a trial with an environment failure in either play is left out. The
+results file records the panels' trials and seeds, the command and the commit at process start.
+"""
+
+import json
+import logging
+import shlex
+import time
+from pathlib import Path
+
+from agentrl_shared.evaluation import model_identity
+from agentrl_shared.mechanisms import RESULTS_FILE, fmt
+from agentrl_shared.provenance import git_commit, redact
+from agentrl_shared.report import markdown_table
+
+from .trial import summarize_trials
+
+
+logger = logging.getLogger(__name__)
+LABELS = {"untrained": "untrained", "grpo": "GRPO-final", "skillrise": "SkillRise-final"}
+PLAYS = {"with": "skill", "without": "none"}  # the carry mode of each play (official `carry_mode`)
+PROTOCOLS = {"repeat": "repeat (pass@p)", "cross": "cross (won at p)"}
+
+
+def models_of(cfg: dict, runs: Path, seed: int) -> dict[str, str]:
+    """`{"untrained": the config's model, "grpo": ..., "skillrise": ...}`: the trained models are the CPU plan's
+    `<runs>/cpu/<method>/seed<seed>/final` where they exist (`skillrise reproduce` trains them); a missing one is left
+    out (its row stays not run)."""
+    out = {"untrained": cfg["model"].name_or_path}
+    for method in ("grpo", "skillrise"):
+        final = runs / "cpu" / method / f"seed{seed}" / "final"
+        if (final / "config.json").is_file():
+            out[method] = str(final)
+        else:
+            logger.info(f"mechanisms: no {LABELS[method]} checkpoint at {final} (`skillrise reproduce` trains it)")
+    return out
+
+
+def trial_key(record: dict) -> tuple:
+    return tuple(record["task_ids"]), record["seed"]
+
+
+def outcome(record: dict, mode: str, p: int) -> bool | None:
+    """A trial's success at position p as `summarize_trials` counts it (repeat: pass@(p+1); cross: won at p); None
+    where it is not counted (an environment failure, a padded cross position)."""
+    if record["failed"] or (mode == "cross" and record["padded"][p]):
+        return None
+    return any(record["won"][: p + 1]) if mode == "repeat" else record["won"][p]
+
+
+def positions(with_doc: list[dict], without_doc: list[dict], mode: str) -> list[dict]:
+    """Per position p = 1..K: the paired trials (counted in both plays), their success with and without the document,
+    the difference, and the paired counts (both / with only / without only / neither); with the document, the share
+    of paired trials shown a non-empty one at p and its mean length."""
+    without = {trial_key(r): r for r in without_doc}
+    out = []
+    for p in range(len(with_doc[0]["won"])):
+        counts = {"both": 0, "with_only": 0, "without_only": 0, "neither": 0}
+        shown = []
+        for r in with_doc:
+            a, b = outcome(r, mode, p), outcome(without[trial_key(r)], mode, p)
+            if a is None or b is None:
+                continue
+            counts["both" if a and b else "with_only" if a else "without_only" if b else "neither"] += 1
+            shown.append(len(r["documents"][p].strip()))
+        n = sum(counts.values())
+        won_with, won_without = counts["both"] + counts["with_only"], counts["both"] + counts["without_only"]
+        out.append({
+            "position": p + 1, "trials": n, "won_with": won_with, "won_without": won_without,
+            "success_with": won_with / n if n else float("nan"),
+            "success_without": won_without / n if n else float("nan"),
+            # the mean paired difference (with - without, each trial 1, 0 or -1) = difference of the paired rates
+            "difference": (won_with - won_without) / n if n else float("nan"), **counts,
+            "document_shown": sum(c > 0 for c in shown) / n if n else float("nan"),
+            "document_chars": sum(shown) / n if n else float("nan"),
+        })  # fmt: skip
+    return out
+
+
+def measure(trainer, panels: dict[str, list[list[dict]]], cfg: dict) -> dict:
+    """One model's entry (without provenance): every panel played with and without the document, the evaluation's
+    summaries of both, the per-position comparison and the trial records."""
+    import torch
+
+    from .cli import eval_seeds, play_panels
+
+    seeds, temperature = eval_seeds(cfg), cfg["env"].eval_temperature
+    played = {}
+    for play, carry in PLAYS.items():
+        torch.manual_seed(cfg["trainer"].seed)  # both plays start from the same sampler state (T > 0)
+        played[play] = play_panels(trainer, panels, seeds, temperature, carry)
+    return {
+        "summary": {play: {mode: summarize_trials(records, mode, seeds) for mode, records in by_mode.items()}
+                    for play, by_mode in played.items()},
+        "positions": {mode: positions(played["with"][mode], played["without"][mode], mode) for mode in panels},
+        "trials": played,
+    }  # fmt: skip
+
+
+def mechanisms(config: str, runs: Path, seed: int, output: Path, overrides: list[str]) -> dict:
+    """The check for the untrained model and, where `runs` holds them, GRPO-final and SkillRise-final (`models_of`),
+    each with the config and only the model swapped; writes `<output>/mechanisms.json` after each model (a rerun on
+    the same panels keeps the models an earlier process finished, each entry with its own commit and command) and
+    returns the payload."""
+    import gc
+
+    from agentrl_shared.models import model_path
+
+    from .cli import build_trainer, eval_seeds, load, panel_drawer
+
+    commit, started = git_commit(), time.strftime("%Y-%m-%dT%H:%M:%S")  # at process start, before any run
+    command = shlex.join(["skillrise", "mechanisms", "--config", config, "--runs", str(runs), "--seed", str(seed),
+                          "--output", str(output), *overrides])  # fmt: skip
+    models = models_of(load(config, overrides), runs, seed)
+    output.mkdir(parents=True, exist_ok=True)
+    path = output / RESULTS_FILE
+    payload: dict = {"commit": commit, "time": started, "command": command, "models": {}}
+    for label, name in models.items():
+        cfg = load(
+            config, [*overrides, f"model.name_or_path={name}", f"trainer.output_dir={output / 'trainer' / label}"]
+        )
+        env, seeds = cfg["env"], eval_seeds(cfg)
+        panels = panel_drawer(cfg)()  # the first validation's panels (`random`: its first draw)
+        payload["panel"] = {
+            "split": env.eval_split, "K": env.eval_k, "seeds": seeds, "temperature": env.eval_temperature,
+            "panel": env.eval_panel,
+            "instances": [[f"{mode}:" + ",".join(t["task_id"] for t in g), s] for mode, groups in panels.items()
+                          for s in seeds for g in groups],
+        }  # fmt: skip
+        earlier = json.loads(path.read_text()) if path.is_file() else {}
+        if earlier.get("panel") == payload["panel"] and label in earlier["models"]:  # done by an earlier process
+            payload["models"][label] = earlier["models"][label]
+            logger.info(f"mechanisms {label}: kept from {path} (commit {payload['models'][label]['commit']})")
+            continue
+        t0 = time.perf_counter()
+        trainer = build_trainer(cfg)
+        measured = measure(trainer, panels, cfg)
+        trainer.pool.close()
+        entry = {"commit": commit, "time": started, "command": command, **model_identity(model_path(name)),
+                 **measured, "seconds": time.perf_counter() - t0}  # fmt: skip
+        payload["models"][label] = entry
+        for mode, rows in entry["positions"].items():
+            logger.info(f"mechanisms {label} {mode}: with / without the document " + ", ".join(
+                f"p{r['position']} {r['success_with']:.3f} / {r['success_without']:.3f}" for r in rows)
+                + f" ({entry['seconds']:.0f}s)")  # fmt: skip
+        if trainer.accelerator.is_main_process:
+            path.write_text(json.dumps(redact(payload), indent=2, default=str) + "\n")
+        del trainer
+        gc.collect()
+    return payload
+
+
+def table(payload: dict | None) -> str:
+    """The README's mechanisms table (`skillrise report`): one row per model, protocol and position; one `not run`
+    row for a model the file lacks (or without a file)."""
+    header = ["Model", "Protocol", "Position", "paired trials", "success % with document", "without document",
+              "difference (pts)", "trials better / worse with document", "shown a document % (mean chars)", "commit"]  # fmt: skip
+    done = payload["models"] if payload else {}
+    rows = []
+    for label, name in LABELS.items():
+        if label not in done:
+            rows.append([name] + ["not run"] * (len(header) - 2) + ["-"])
+            continue
+        for mode, positions_ in done[label]["positions"].items():
+            for r in positions_:
+                rows.append([name, PROTOCOLS[mode], str(r["position"]), str(r["trials"]),
+                             fmt(100 * r["success_with"], 1), fmt(100 * r["success_without"], 1),
+                             f"{100 * r['difference']:+.1f}" if r["trials"] else "n/a",
+                             f"{r['with_only']} / {r['without_only']}",
+                             f"{fmt(100 * r['document_shown'], 1)} ({fmt(r['document_chars'], 0)})",
+                             done[label]["commit"]])  # fmt: skip
+    if not done:
+        return markdown_table(header, rows)
+    p = payload["panel"]
+    counts = {mode: sum(i[0].startswith(f"{mode}:") for i in p["instances"]) for mode in PROTOCOLS}
+    commands = sorted({e["command"] for e in done.values()})
+    return (f"{markdown_table(header, rows)}\n\nPanel: {p['split']}, K = {p['K']} ({p['panel']}): "
+            + ", ".join(f"{n} {mode} trials" for mode, n in counts.items() if n)
+            + f" (seeds {p['seeds']}), temperature {p['temperature']}; without document: carry_mode none "
+            "(the empty document at every position); commit: at process start. Command: "
+            + "; ".join(f"`{c}`" for c in commands) + ".")  # fmt: skip
