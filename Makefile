@@ -126,15 +126,17 @@ report: check-paper setup  ## regenerate a paper's README results table and curv
 # The mechanism check on the CPU plan's checkpoints (`make reproduce PAPER=...` first), then the report step files it
 # and rebuilds the README table. SDAR, AgentOPSD: the skill-conditioned teacher's success, its log-prob gap to the
 # student and the gate / belief built on it (untrained, GRPO-final, method-final). EnvACE: the rehearsal role's parse
-# rate and agreement with the real tools, success with rehearsed vs real returns (warm start; EnvACE-final if trained)
-MECHANISMS_PAPERS := sdar agentopsd envace
+# rate and agreement with the real tools, success with rehearsed vs real returns (warm start; EnvACE-final if trained).
+# SkillRise: success at each task position of the evaluation trials with and without the carried skill document
+# (untrained; GRPO-final and SkillRise-final if trained)
+MECHANISMS_PAPERS := sdar agentopsd envace skillrise
 RUNS ?= runs/$(PAPER)
 .PHONY: mechanisms check-mechanisms
 check-mechanisms:
 	@case " $(MECHANISMS_PAPERS) " in *" $(PAPER) "*) ;; *) echo "make mechanisms: PAPER=$(PAPER) has no \
 	mechanism check; valid: $(MECHANISMS_PAPERS)"; exit 2;; esac
 
-mechanisms: check-mechanisms setup-reproduce  ## what the method acts on, on the CPU panel (teacher gap / gate / belief; EnvACE: rehearsal vs real tools): PAPER=sdar|agentopsd|envace [RUNS=runs/PAPER]
+mechanisms: check-mechanisms setup-reproduce  ## what the method acts on, on the CPU panel (teacher gap / gate / belief; EnvACE: rehearsal vs real tools; SkillRise: success with vs without the document): PAPER=sdar|agentopsd|envace|skillrise [RUNS=runs/PAPER]
 	$(REPRO_RUN) $(PAPER) mechanisms --runs $(RUNS) --output $(RUNS)/cpu/mechanisms
 	$(REPRO_RUN) $(PAPER) report --runs $(RUNS)
 

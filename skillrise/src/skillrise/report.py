@@ -3,14 +3,17 @@
 `skillrise report --runs runs/skillrise` first copies every finished run (its `results.json`, curve and config) from
 the runs folder into `<README folder>/results/<scale>/<method>/<run>/`; the tables are then rebuilt from those files
 only. The paper publishes no numbers (its results are a figure only), so the Paper column says so. A row with no
-result file says `not run`.
+result file says `not run`. The mechanism check's table is built from `results/cpu/mechanisms/mechanisms.json`.
 """
 
 import json
 import logging
 from pathlib import Path
 
+from agentrl_shared.mechanisms import file_mechanisms, load_mechanisms
 from agentrl_shared.report import collect_runs, load_runs, markdown_table, mean_std, plot_curves, replace_block
+
+from .mechanisms import table as mechanisms_table
 
 
 logger = logging.getLogger(__name__)
@@ -65,10 +68,13 @@ def bench_block(path: Path) -> str:
 
 def report(readme: Path, runs: Path | None = None) -> None:
     """Rebuild `readme`'s result blocks (and the CPU learning curves) from `<readme folder>/results`, after copying
-    finished runs from `runs` there when given; the bench block reads `bench-results.json` next to the package."""
+    finished runs from `runs` there when given (and `<runs>/cpu/mechanisms/mechanisms.json`, `skillrise mechanisms`);
+    the bench block reads `bench-results.json` next to the package."""
     results = readme.parent / "results"
     if runs is not None:
         logger.info(f"report: copied {collect_runs(runs, results, RUN_FILES)} finished runs from {runs} to {results}")
+        if file_mechanisms(runs, results):
+            logger.info(f"report: filed {runs}/cpu/mechanisms in {results}/cpu/mechanisms")
     text = readme.read_text()
     cpu = load_runs(results, "cpu")
     text = replace_block(text, "results-cpu", markdown_table(HEADER, metric_rows("TextRooms", "SmolLM2-135M-Instruct",
@@ -79,6 +85,7 @@ def report(readme: Path, runs: Path | None = None) -> None:
         mine = {m: [p for p in ps if p["env"] == env] for m, ps in paper.items()}
         rows += metric_rows(env, model, mine, 3)
     text = replace_block(text, "results-paper", markdown_table(HEADER, rows))
+    text = replace_block(text, "mechanisms-cpu", mechanisms_table(load_mechanisms(results)))
     text = replace_block(text, "bench", bench_block(readme.resolve().parent.parent / "bench-results.json"))
     readme.write_text(text)
     if cpu:
