@@ -27,14 +27,11 @@ process start.
 import json
 import logging
 import math
-import shlex
-import time
 from pathlib import Path
 
 from agentrl_shared.config import ConfigError
-from agentrl_shared.evaluation import model_identity, panel_identity
-from agentrl_shared.mechanisms import RESULTS_FILE, fmt
-from agentrl_shared.provenance import git_commit, redact
+from agentrl_shared.evaluation import panel_identity
+from agentrl_shared.mechanisms import fmt, measure_models
 from agentrl_shared.report import markdown_table
 
 from .parsing import ToolCall, is_error_result, parse_execution_block, parse_tool_calls
@@ -150,7 +147,7 @@ def paired(rehearsal: list[dict], real: list[dict]) -> dict[str, int]:
     return out
 
 
-def measure(trainer, panel: list[dict], cfg: dict) -> dict:
+def measure_panel(trainer, panel: list[dict], cfg: dict) -> dict:
     """One model's entry (without provenance): the panel under rehearsal and under the real tools, the rehearsed
     calls' records and their summaries."""
     from .cli import play_panel, summarize, trajectory_record
@@ -175,50 +172,34 @@ def measure(trainer, panel: list[dict], cfg: dict) -> dict:
 
 def mechanisms(config: str, runs: Path, seed: int, output: Path, overrides: list[str]) -> dict:
     """The check for the untrained (warm-started) model and, when `runs` holds it, EnvACE-final (`models_of`), each
-    with the config and only the model swapped; writes `<output>/mechanisms.json` after each model (a rerun on the
-    same panel keeps the models an earlier process finished, each entry with its own commit and command) and returns
-    the payload."""
-    import gc
-
-    from agentrl_shared.models import model_path
-
+    with the config and only the model swapped (`agentrl_shared.mechanisms.measure_models`: `<output>/mechanisms.json`
+    after each model, a rerun on the same panel keeps the models an earlier process finished); returns the payload."""
     from .cli import build_trainer, load
 
-    commit, started = git_commit(), time.strftime("%Y-%m-%dT%H:%M:%S")  # at process start, before any run
-    command = shlex.join(["envace", "mechanisms", "--config", config, "--runs", str(runs), "--seed", str(seed),
-                          "--output", str(output), *overrides])  # fmt: skip
-    models = models_of(load(config, overrides), runs, seed)
-    output.mkdir(parents=True, exist_ok=True)
-    path = output / RESULTS_FILE
-    payload: dict = {"commit": commit, "time": started, "command": command, "models": {}}
-    for label, name in models.items():
-        run = output / "trainer" / label
-        cfg = load(config, [*overrides, f"model.name_or_path={name}", f"trainer.output_dir={run}"])
+    command = ["envace", "mechanisms", "--config", config, "--runs", str(runs), "--seed", str(seed), "--output",
+               str(output), *overrides]  # fmt: skip
+
+    def prepare(cfg: dict):
         env = cfg["env"]
-        trainer, panel = build_trainer(cfg)
-        payload["panel"] = {"split": "eval", "task_ids": [t["task_id"] for t in panel], "seeds": env.eval_seeds,
-                            "instances": [[t["task_id"], s] for s in env.eval_seeds for t in panel],
-                            "identity": panel_identity(panel, env.eval_seeds), "temperature": env.eval_temperature,
-                            "top_p": env.eval_top_p}  # fmt: skip
-        earlier = json.loads(path.read_text()) if path.is_file() else {}
-        if earlier.get("panel") == payload["panel"] and label in earlier["models"]:  # done by an earlier process
-            payload["models"][label] = earlier["models"][label]
-            logger.info(f"mechanisms {label}: kept from {path} (commit {payload['models'][label]['commit']})")
-            continue
-        t0 = time.perf_counter()
-        measured = measure(trainer, panel, cfg)
-        entry = {"commit": commit, "time": started, "command": command, **model_identity(model_path(name)),
-                 **measured, "seconds": time.perf_counter() - t0}  # fmt: skip
-        payload["models"][label] = entry
-        calls, success = entry["calls"]["all"], {k: entry[k]["summary"]["success_mean"] for k in ("rehearsal", "real")}
-        logger.info(f"mechanisms {label}: {calls['calls']} rehearsed calls, parsed {calls['parsed']:.3f}, match "
-                    f"{calls['match']:.3f}; success with rehearsal {success['rehearsal']:.3f}, with real tools "
-                    f"{success['real']:.3f} ({entry['seconds']:.0f}s)")  # fmt: skip
-        if trainer.accelerator.is_main_process:
-            path.write_text(json.dumps(redact(payload), indent=2, default=str) + "\n")
-        del trainer
-        gc.collect()
-    return payload
+        trainer, panel = build_trainer(cfg)  # the panel is the prompt-filtered evaluation tasks (the tokenizer's)
+        record = {"split": "eval", "task_ids": [t["task_id"] for t in panel], "seeds": env.eval_seeds,
+                  "instances": [[t["task_id"], s] for s in env.eval_seeds for t in panel],
+                  "identity": panel_identity(panel, env.eval_seeds), "temperature": env.eval_temperature,
+                  "top_p": env.eval_top_p}  # fmt: skip
+
+        def measure():
+            figures = measure_panel(trainer, panel, cfg)
+            calls = figures["calls"]["all"]
+            success = {k: figures[k]["summary"]["success_mean"] for k in ("rehearsal", "real")}
+            logger.info(f"mechanisms: {calls['calls']} rehearsed calls, parsed {calls['parsed']:.3f}, match "
+                        f"{calls['match']:.3f}; success with rehearsal {success['rehearsal']:.3f}, with real tools "
+                        f"{success['real']:.3f}")  # fmt: skip
+            return trainer, figures
+
+        return record, measure
+
+    return measure_models(models_of(load(config, overrides), runs, seed), lambda extra: load(config, [*overrides, *extra]),
+                          output, command, prepare)  # fmt: skip
 
 
 def table(payload: dict | None) -> str:

@@ -170,25 +170,21 @@ def panel_success(episodes: list[Episode], seeds: list[int]) -> dict:
             "episodes": [{k: r[k] for k in ("task_id", "task_type", "seed", "won", "actions")} for r in records]}  # fmt: skip
 
 
-def run_mechanisms(
-    trainer_cls,
-    load: Callable[[list[str]], dict],
+def measure_models(
     models: dict[str, str],
-    analyse: Callable[[object, list[Episode], list[tuple[Tensor, Tensor]]], dict],
+    load: Callable[[list[str]], dict],
     output: Path,
     command: list[str],
+    prepare: Callable[[dict], tuple[dict, Callable[[], tuple[object, dict]]]],
 ) -> dict:
-    """The check for each of `models` (`{label: name_or_path}`, in that order); writes `<output>/mechanisms.json`
-    after each model (a partial file says which models are done; a rerun on the same panel keeps them and runs the
-    others, each entry with the commit of the process that wrote it) and returns the payload.
-
-    `load(overrides)` loads the package's config with overrides (here `model.name_or_path`); `analyse(trainer,
-    student_episodes, logps)` returns the package's derived quantity from the rows' (student, teacher) log-probs;
-    `command`: the command line that asked for it (`<pkg> mechanisms ...`, recorded with the commit).
+    """The loop of every package's check: for each of `models` (`{label: name_or_path}`, in that order) the package's
+    config with only the model swapped (`load(overrides)`), then `prepare(cfg)` -> (the panel's record, `measure`),
+    and `measure()` -> (the trainer it built, the model's figures). `<output>/mechanisms.json` is written after each
+    model, on the main process only (a partial file says which models are done; a rerun on the same panel keeps them
+    and runs the others, each entry with the commit and command of the process that wrote it). Returns the payload.
     """
     import gc
 
-    from .cli import load_panel
     from .evaluation import model_identity
     from .models import model_path
 
@@ -198,9 +194,7 @@ def run_mechanisms(
     payload: dict = {"commit": commit, "time": started, "command": shlex.join(command), "models": {}}
     for label, name in models.items():
         cfg = load([f"model.name_or_path={name}", f"trainer.output_dir={output / 'trainer' / label}"])
-        panel, seeds = load_panel(cfg["env"])
-        payload["panel"] = {"split": cfg["env"].eval_split, "task_ids": [t["task_id"] for t in panel], "seeds": seeds,
-                            "temperature": cfg["env"].eval_temperature}  # fmt: skip
+        payload["panel"], measure = prepare(cfg)
         earlier = json.loads(path.read_text()) if path.is_file() else {}
         if earlier.get("panel") == payload["panel"] and label in earlier["models"]:  # done by an earlier process
             kept = earlier["models"][label]
@@ -209,31 +203,58 @@ def run_mechanisms(
             logger.info(f"mechanisms {label}: kept from {path} (commit {payload['models'][label]['commit']})")
             continue
         t0 = time.perf_counter()
-        trainer = build_trainer(trainer_cls, cfg)
-        student_eps, teacher_eps = play_panel(trainer, panel, seeds, cfg["env"].eval_temperature)
-        rows, won, turn = row_labels(student_eps)
-        logps = row_logps(trainer, rows)
-        student, teacher, mask = stack_rows(logps)
-        trainer.pool.close()
-        entry = {
-            "commit": commit,
-            "time": started,
-            "command": payload["command"],
-            **model_identity(model_path(name)),
-            "student": panel_success(student_eps, seeds),
-            "teacher": panel_success(teacher_eps, seeds),
-            "gap": gap_report(teacher - student, mask, won, turn),
-            "method": analyse(trainer, student_eps, logps),
-            "seconds": time.perf_counter() - t0,
-        }
+        trainer, figures = measure()
+        entry = {"commit": commit, "time": started, "command": payload["command"], **model_identity(model_path(name)),
+                 **figures, "seconds": time.perf_counter() - t0}  # fmt: skip
         payload["models"][label] = entry
-        s, t = entry["student"]["summary"], entry["teacher"]["summary"]
-        logger.info(f"mechanisms {label}: student {s['success_rate_mean']:.3f}, teacher {t['success_rate_mean']:.3f}, "
-                    f"gap mean {entry['gap']['all']['mean']:.3f} ({entry['seconds']:.0f}s)")  # fmt: skip
-        path.write_text(json.dumps(redact(payload), indent=2, default=str) + "\n")
+        logger.info(f"mechanisms {label}: measured in {entry['seconds']:.0f}s")
+        if trainer.accelerator.is_main_process:
+            path.write_text(json.dumps(redact(payload), indent=2, default=str) + "\n")
         del trainer
         gc.collect()
     return payload
+
+
+def run_mechanisms(
+    trainer_cls,
+    load: Callable[[list[str]], dict],
+    models: dict[str, str],
+    analyse: Callable[[object, list[Episode], list[tuple[Tensor, Tensor]]], dict],
+    output: Path,
+    command: list[str],
+) -> dict:
+    """The SDAR / AgentOPSD check for each of `models` (`measure_models`): student and teacher success on the panel,
+    the gap on the student's tokens and the package's derived quantity, `analyse(trainer, student_episodes, logps)`
+    from the rows' (student, teacher) log-probs. `load(overrides)` loads the package's config with overrides;
+    `command`: the command line that asked for it (`<pkg> mechanisms ...`, recorded with the commit)."""
+    from .cli import load_panel
+
+    def prepare(cfg: dict):
+        panel, seeds = load_panel(cfg["env"])
+        record = {"split": cfg["env"].eval_split, "task_ids": [t["task_id"] for t in panel], "seeds": seeds,
+                  "temperature": cfg["env"].eval_temperature}  # fmt: skip
+
+        def measure():
+            trainer = build_trainer(trainer_cls, cfg)
+            student_eps, teacher_eps = play_panel(trainer, panel, seeds, cfg["env"].eval_temperature)
+            rows, won, turn = row_labels(student_eps)
+            logps = row_logps(trainer, rows)
+            student, teacher, mask = stack_rows(logps)
+            trainer.pool.close()
+            figures = {
+                "student": panel_success(student_eps, seeds),
+                "teacher": panel_success(teacher_eps, seeds),
+                "gap": gap_report(teacher - student, mask, won, turn),
+                "method": analyse(trainer, student_eps, logps),
+            }
+            s, t = figures["student"]["summary"], figures["teacher"]["summary"]
+            logger.info(f"mechanisms: student {s['success_rate_mean']:.3f}, teacher {t['success_rate_mean']:.3f}, "
+                        f"gap mean {figures['gap']['all']['mean']:.3f}")  # fmt: skip
+            return trainer, figures
+
+        return record, measure
+
+    return measure_models(models, load, output, command, prepare)
 
 
 def fmt(value: float, digits: int = 2) -> str:

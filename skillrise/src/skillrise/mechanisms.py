@@ -25,15 +25,10 @@ Trials are paired by their tasks and seed; a trial with an environment failure i
 results file records the panels' trials and seeds, the command and the commit at process start.
 """
 
-import json
 import logging
-import shlex
-import time
 from pathlib import Path
 
-from agentrl_shared.evaluation import model_identity
-from agentrl_shared.mechanisms import RESULTS_FILE, fmt
-from agentrl_shared.provenance import git_commit, redact
+from agentrl_shared.mechanisms import fmt, measure_models
 from agentrl_shared.report import markdown_table
 
 from .trial import summarize_trials
@@ -100,7 +95,7 @@ def positions(with_doc: list[dict], without_doc: list[dict], mode: str) -> list[
     return out
 
 
-def measure(trainer, panels: dict[str, list[list[dict]]], cfg: dict) -> dict:
+def measure_panels(trainer, panels: dict[str, list[list[dict]]], cfg: dict) -> dict:
     """One model's entry (without provenance): every panel played with and without the document, the evaluation's
     summaries of both, the per-position comparison and the trial records."""
     import torch
@@ -122,55 +117,37 @@ def measure(trainer, panels: dict[str, list[list[dict]]], cfg: dict) -> dict:
 
 def mechanisms(config: str, runs: Path, seed: int, output: Path, overrides: list[str]) -> dict:
     """The check for the untrained model and, where `runs` holds them, GRPO-final and SkillRise-final (`models_of`),
-    each with the config and only the model swapped; writes `<output>/mechanisms.json` after each model (a rerun on
-    the same panels keeps the models an earlier process finished, each entry with its own commit and command) and
+    each with the config and only the model swapped (`agentrl_shared.mechanisms.measure_models`: `<output>/
+    mechanisms.json` after each model, a rerun on the same panels keeps the models an earlier process finished);
     returns the payload."""
-    import gc
-
-    from agentrl_shared.models import model_path
-
     from .cli import build_trainer, eval_seeds, load, panel_drawer
 
-    commit, started = git_commit(), time.strftime("%Y-%m-%dT%H:%M:%S")  # at process start, before any run
-    command = shlex.join(["skillrise", "mechanisms", "--config", config, "--runs", str(runs), "--seed", str(seed),
-                          "--output", str(output), *overrides])  # fmt: skip
-    models = models_of(load(config, overrides), runs, seed)
-    output.mkdir(parents=True, exist_ok=True)
-    path = output / RESULTS_FILE
-    payload: dict = {"commit": commit, "time": started, "command": command, "models": {}}
-    for label, name in models.items():
-        cfg = load(
-            config, [*overrides, f"model.name_or_path={name}", f"trainer.output_dir={output / 'trainer' / label}"]
-        )
+    command = ["skillrise", "mechanisms", "--config", config, "--runs", str(runs), "--seed", str(seed), "--output",
+               str(output), *overrides]  # fmt: skip
+
+    def prepare(cfg: dict):
         env, seeds = cfg["env"], eval_seeds(cfg)
         panels = panel_drawer(cfg)()  # the first validation's panels (`random`: its first draw)
-        payload["panel"] = {
+        record = {
             "split": env.eval_split, "K": env.eval_k, "seeds": seeds, "temperature": env.eval_temperature,
             "panel": env.eval_panel,
             "instances": [[f"{mode}:" + ",".join(t["task_id"] for t in g), s] for mode, groups in panels.items()
                           for s in seeds for g in groups],
         }  # fmt: skip
-        earlier = json.loads(path.read_text()) if path.is_file() else {}
-        if earlier.get("panel") == payload["panel"] and label in earlier["models"]:  # done by an earlier process
-            payload["models"][label] = earlier["models"][label]
-            logger.info(f"mechanisms {label}: kept from {path} (commit {payload['models'][label]['commit']})")
-            continue
-        t0 = time.perf_counter()
-        trainer = build_trainer(cfg)
-        measured = measure(trainer, panels, cfg)
-        trainer.pool.close()
-        entry = {"commit": commit, "time": started, "command": command, **model_identity(model_path(name)),
-                 **measured, "seconds": time.perf_counter() - t0}  # fmt: skip
-        payload["models"][label] = entry
-        for mode, rows in entry["positions"].items():
-            logger.info(f"mechanisms {label} {mode}: with / without the document " + ", ".join(
-                f"p{r['position']} {r['success_with']:.3f} / {r['success_without']:.3f}" for r in rows)
-                + f" ({entry['seconds']:.0f}s)")  # fmt: skip
-        if trainer.accelerator.is_main_process:
-            path.write_text(json.dumps(redact(payload), indent=2, default=str) + "\n")
-        del trainer
-        gc.collect()
-    return payload
+
+        def measure():
+            trainer = build_trainer(cfg)
+            figures = measure_panels(trainer, panels, cfg)
+            trainer.pool.close()
+            for mode, rows in figures["positions"].items():
+                logger.info(f"mechanisms {mode}: with / without the document " + ", ".join(
+                    f"p{r['position']} {r['success_with']:.3f} / {r['success_without']:.3f}" for r in rows))  # fmt: skip
+            return trainer, figures
+
+        return record, measure
+
+    return measure_models(models_of(load(config, overrides), runs, seed), lambda extra: load(config, [*overrides, *extra]),
+                          output, command, prepare)  # fmt: skip
 
 
 def table(payload: dict | None) -> str:
