@@ -626,8 +626,9 @@ def build_parser(
 
 
 def add_mechanisms_flags(q: argparse.ArgumentParser, package: str, default_config: str) -> None:
-    """`<package> mechanisms` (SDAR, AgentOPSD: `agentrl_shared.mechanisms`): the config, the runs folder holding the
-    trained checkpoints (`<runs>/cpu/<method>/seed<seed>/final`), the output folder and config overrides."""
+    """`<package> mechanisms` (every trainer package; `agentrl_shared.mechanisms.measure_models`): the config, the
+    runs folder holding the trained checkpoints (`<runs>/cpu/<method>/seed<seed>/final`), the output folder and
+    config overrides."""
     q.add_argument("--config", default=default_config,
                    help=f"a file in {package}/configs/ (name without .yaml) or a YAML path (default {default_config})")  # fmt: skip
     q.add_argument("--runs", default=Path(f"runs/{package}"), type=Path,
