@@ -36,8 +36,27 @@ def make_slow_build_env(build_s: float = 3.0) -> SlowBuildEnv:
     return SlowBuildEnv(build_s)
 
 
-class SlowStepEnv(TextRoomsEnv):
-    """TextRooms whose every step takes `step_s` seconds (an engine slower than a pipe round trip)."""
+class PidEnv(TextRoomsEnv):
+    """TextRooms that names in `info["pid"]` the process each reset and step ran in (a pool slot's side)."""
+
+    def reset(self, task: dict, seed: int) -> Step:
+        out = super().reset(task, seed)
+        out.info["pid"] = os.getpid()
+        return out
+
+    def step(self, action: str) -> Step:
+        out = super().step(action)
+        out.info["pid"] = os.getpid()
+        return out
+
+
+def make_pid_env() -> PidEnv:
+    return PidEnv()
+
+
+class SlowStepEnv(PidEnv):
+    """TextRooms whose every step waits `step_s` seconds without using the CPU (HTTP retrieval, an engine in another
+    process)."""
 
     def __init__(self, step_s: float):
         self.step_s = step_s
@@ -50,3 +69,21 @@ class SlowStepEnv(TextRoomsEnv):
 
 def make_slow_step_env(step_s: float = 0.05) -> SlowStepEnv:
     return SlowStepEnv(step_s)
+
+
+class BusyStepEnv(PidEnv):
+    """TextRooms whose every step computes for `step_s` CPU seconds (a game engine in this process)."""
+
+    def __init__(self, step_s: float):
+        self.step_s = step_s
+        super().__init__()
+
+    def step(self, action: str) -> Step:
+        end = time.process_time() + self.step_s
+        while time.process_time() < end:
+            pass
+        return super().step(action)
+
+
+def make_busy_step_env(step_s: float = 0.01) -> BusyStepEnv:
+    return BusyStepEnv(step_s)

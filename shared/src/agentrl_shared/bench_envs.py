@@ -1,12 +1,13 @@
 """Environment throughput for `make bench`: steps per second of each adapter, worker pool against one process.
 
-`python -m agentrl_shared.bench_envs [--slots 4] [--steps 50] [--rounds 3]` runs the same scripted episodes (first
+`python -m agentrl_shared.bench_envs [--slots 4] [--steps 50] [--rounds 2]` runs the same scripted episodes (first
 admissible action, a search for Search-QA, `look` for TextRooms) through `EnvPool(num_workers=0)` and
-`EnvPool(num_workers=slots)` (the trainers' pool: one worker per slot, environments measured cheaper than a round
-trip moved into the process at the next reset), `rounds` rounds of a reset and `steps` steps, the first round not
-counted (the pool measures its step cost there; a training run has hundreds of rounds). Prints both side by side
-with the pool's decision and merges `envs/<name>/{single,pool}_steps_per_s`, their ratio and `envs/<name>/pool_step_cost`
-into `bench-results.json`.
+`EnvPool(num_workers=slots)` (the trainers' pool: one worker per slot, moved into the process when it measures that
+faster, see `envs.pool`), in rounds of a reset and `steps` steps. `rounds` rounds are counted once the placement is
+final: after one warm-up round in one process, after the pool's probe and trial in the pool (a training run has
+hundreds of rounds). Prints both side by side with what the pool measured per step call (pooled wall, the workers'
+CPU estimate, in-process wall in the trial) and its decision, and merges `envs/<name>/{single,pool}_steps_per_s`,
+their ratio and `envs/<name>/pool_step_cost` into `bench-results.json`.
 """
 
 import argparse
@@ -69,27 +70,31 @@ def _setups(tmp: Path) -> dict:
 
 
 def measure(factory, tasks, act, slots: int, steps: int, workers: int, rounds: int) -> tuple[float, dict]:
-    """Steps per second of `slots` episodes stepped together `steps` times per round, after the first of `rounds`
-    rounds (resets and start-up not counted), and the pool's `step_cost`."""
+    """Steps per second of `slots` episodes stepped together `steps` times per round, over `rounds` rounds that start
+    with the placement final (resets and start-up not counted), and the pool's `step_cost`."""
     ids = list(range(slots))
     with EnvPool(factory, num_slots=slots, timeout=120.0, num_workers=workers) as pool:
-        elapsed = 0.0
-        for r in range(rounds):
+        elapsed, counted, r = 0.0, 0, 0
+        while counted < rounds:
+            final = r > 0 and (workers == 0 or pool.step_cost["in_process"] is not None)  # read before the reset moves
             states = pool.reset(ids, [tasks[i % len(tasks)] for i in ids], [r] * slots)
             start = time.perf_counter()
             for _ in range(steps):
                 states = pool.step(ids, [act(s) for s in states])
                 if any(isinstance(s, EnvFailure) for s in states):
                     raise RuntimeError(f"benchmark episode failed: {states}")
-            elapsed += (time.perf_counter() - start) if r > 0 else 0.0
-        return slots * steps * (rounds - 1) / elapsed, dict(pool.step_cost)
+            if final:
+                elapsed += time.perf_counter() - start
+                counted += 1
+            r += 1
+        return slots * steps * rounds / elapsed, dict(pool.step_cost)
 
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--slots", type=int, default=4)
     parser.add_argument("--steps", type=int, default=50)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--only", nargs="*", help="environments to measure (default: every installed one)")
     parser.add_argument("--out", default="bench-results.json")
     args = parser.parse_args(argv)
@@ -97,18 +102,20 @@ def main(argv: list[str] | None = None) -> dict:
     load_before = os.getloadavg()[0]  # a shared machine: the 1-minute load before and after, filed with the figures
     with tempfile.TemporaryDirectory() as tmp:
         print(f"{'env':<14}{'single (steps/s)':>18}{'pool x' + str(args.slots) + ' (steps/s)':>22}{'ratio':>8}"
-              f"{'ms/step env':>13}{'ms/call pooled':>16}  pool runs")  # fmt: skip
+              f"{'ms/call pooled':>16}{'ms/call CPU est':>17}{'ms/call in-proc':>17}  pool runs")  # fmt: skip
         for name, (factory, tasks, act) in _setups(Path(tmp)).items():
             if args.only and name not in args.only:
                 continue
             single, _ = measure(factory, tasks, act, args.slots, args.steps, 0, args.rounds)
             pool, cost = measure(factory, tasks, act, args.slots, args.steps, args.slots, args.rounds)
+            pooled_ms = f"{1e3 * cost['pooled_s'] / cost['pooled_calls']:.3f}"
+            cpu_ms = f"{1e3 * cost['worker_cpu_s'] / cost['pooled_calls']:.3f}"
+            tried = cost["in_process_calls"] > 0
+            trial_ms = f"{1e3 * cost['in_process_s'] / cost['in_process_calls']:.3f}" if tried else "-"
             where = "in-process" if cost["in_process"] else "in workers"
-            env_ms = 1e3 * cost["serial_s"] / max(cost["calls"] * args.slots, 1)
-            call_ms = 1e3 * cost["pooled_s"] / max(cost["calls"], 1)
-            print(
-                f"{name:<14}{single:>18.1f}{pool:>22.1f}{pool / single:>8.2f}{env_ms:>13.3f}{call_ms:>16.3f}  {where}"
-            )
+            why = ("trial won" if cost["in_process"] else "trial lost") if tried else "no trial"
+            print(f"{name:<14}{single:>18.1f}{pool:>22.1f}{pool / single:>8.2f}{pooled_ms:>16}{cpu_ms:>17}"
+                  f"{trial_ms:>17}  {where} ({why})")  # fmt: skip
             figures[f"envs/{name}/single_steps_per_s"] = round(single, 2)
             figures[f"envs/{name}/pool_steps_per_s"] = round(pool, 2)
             figures[f"envs/{name}/pool_over_single"] = round(pool / single, 3)

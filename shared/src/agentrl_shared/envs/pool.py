@@ -9,15 +9,23 @@ goes on. Large read-only data (a WebShop catalogue, a retrieval index) is not bu
 it per node (`retrieval.node_service`). `num_workers=0` runs the environments in-process (debugging and the
 single-process baseline of `make bench`).
 
-Cheap environments in-process (`move_cheap_in=True`): a worker pays a pipe round trip and two pickles per step
-(~0.1 ms), which dominates an environment whose step costs microseconds (TextRooms; a WebShop click without a search).
-Each worker reports its environment's own seconds per step; over the first `PROBE_CALLS` step calls served by
-workers the pool sums them (what the same steps would cost one after another in this process) and the wall time of
-the pooled calls. If the sum is smaller, the measured step costs less than its IPC: from then on each slot moves into
-this process at its next reset (its worker is closed; episodes never move mid-way). A slot in this process keeps
-the raised-error handling (its episode fails, the environment is rebuilt) but has no timeout and no crash isolation,
-which is why only environments measured cheaper than a round trip move; `move_cheap_in=False` keeps every slot in
-its worker.
+Cheap environments in-process (`move_cheap_in=True`): a worker pays a pipe round trip and two pickles per step,
+which dominates an environment whose step costs well under a millisecond (TextRooms, a WebShop click, a Search-QA
+lookup in a small index). The pool decides by measuring both ways on the calls it serves:
+1. Probe: over the first `PROBE_CALLS` step calls served by workers, the wall time of each pooled call (in this
+   process) and the workers' CPU seconds of the same steps (`time.process_time` in each worker, summed over the
+   slots of a call: what the call would cost one step after another here if the step is CPU-bound). The workers'
+   wall time would not do: on shared cores it includes each worker's wait for the CPU.
+2. Trial: if that CPU estimate is under `TRIAL_BELOW` of the pooled wall time, each slot moves into this process at
+   its next reset (its worker is closed) and the pool times `PROBE_CALLS` in-process step calls. A CPU estimate alone
+   would not do either: an IO-bound step (HTTP retrieval, a JVM subprocess whose CPU is in another process) looks
+   cheap on it. A CPU-bound step whose pooled call is mostly the steps themselves (or runs them on several cores in
+   parallel) does not try: the gain would not pay for a trial that, lost, rebuilds every worker.
+3. Decision: the faster of the two per call stays for good; if the trial was slower, each slot moves back into a new
+   worker at its next reset.
+Only calls whose slots are all on one side count, and episodes never move mid-way. A slot in this process keeps the
+raised-error handling (its episode fails, the environment is rebuilt) but has no timeout and no crash isolation;
+`move_cheap_in=False` keeps every slot in its worker.
 """
 
 import multiprocessing as mp
@@ -29,7 +37,8 @@ from multiprocessing.connection import Connection, wait
 from .base import EnvFailure, Step, TextEnv
 
 
-PROBE_CALLS = 8  # pooled step calls measured before the in-process decision
+PROBE_CALLS = 8  # step calls measured on each side: pooled (probe), then in-process (trial)
+TRIAL_BELOW = 0.8  # try in-process when the workers' CPU estimate is under this fraction of the pooled wall time
 
 
 def _worker(conn: Connection, factory: Callable[[], TextEnv]) -> None:
@@ -52,9 +61,9 @@ def _worker(conn: Connection, factory: Callable[[], TextEnv]) -> None:
                 task, seed = payload
                 result = env.reset(task, seed)
             elif cmd == "step":
-                t0 = time.perf_counter()
+                t0 = time.process_time()
                 result = env.step(payload)
-                conn.send(("ok", result, time.perf_counter() - t0))  # the environment's own seconds
+                conn.send(("ok", result, time.process_time() - t0))  # this process's CPU seconds of the step
                 continue
             else:
                 raise ValueError(f"unknown command {cmd!r}")
@@ -74,11 +83,13 @@ class EnvPool:
         num_workers (`int`, *optional*): `0` runs in-process; any other value uses one process per slot.
         build_timeout (`float`, *optional*, defaults to `900.0`): seconds a new worker may take to build its
             environment (engine start, data loading), separate from `timeout`.
-        move_cheap_in (`bool`, *optional*, defaults to `True`): move the slots into this process when a step is
-            measured cheaper than its round trip (module docstring).
+        move_cheap_in (`bool`, *optional*, defaults to `True`): move the slots into this process when step calls
+            there are measured faster than pooled ones (module docstring).
 
-    `step_cost` holds the measurement: `serial_s` (the workers' own step seconds), `pooled_s` (wall seconds of the
-    same pooled calls), `calls`, and `in_process` (the decision, None until `PROBE_CALLS` calls were measured).
+    `step_cost` holds the measurement (module docstring): `pooled_calls` and `pooled_s` (their wall seconds),
+    `worker_cpu_s` (the workers' CPU seconds of the same steps, summed over slots), `in_process_calls` and
+    `in_process_s` (the trial's wall seconds), and `in_process`, the decision: None until made, True when the slots
+    stay in this process, False when they stay in (or go back to) their workers.
     """
 
     def __init__(
@@ -94,7 +105,14 @@ class EnvPool:
         self.in_process = num_workers == 0
         self.move_cheap_in = move_cheap_in and not self.in_process
         self.failures = 0
-        self.step_cost = {"serial_s": 0.0, "pooled_s": 0.0, "calls": 0, "in_process": None}
+        self.step_cost = {
+            "pooled_calls": 0,
+            "pooled_s": 0.0,
+            "worker_cpu_s": 0.0,
+            "in_process_calls": 0,
+            "in_process_s": 0.0,
+            "in_process": None,
+        }
         self._ctx = mp.get_context("spawn")
         self._envs: list[TextEnv | None] = [None] * num_slots
         self._local = [self.in_process] * num_slots  # slot i steps in this process
@@ -128,42 +146,70 @@ class EnvPool:
 
     def call_all(self, slots: list[int], cmd: str, payloads: list) -> list[Step | EnvFailure]:
         """Send `cmd` to every slot at once and collect results in order; failures come back as `EnvFailure`."""
-        if cmd == "reset" and self.step_cost["in_process"]:
-            for i in slots:  # an episode boundary: the slot moves into this process
-                if not self._local[i]:
-                    self._stop(i)
-                    self._local[i] = True
+        if cmd == "reset" and self.move_cheap_in:
+            self._move(slots)
+        t0 = time.perf_counter()
         if all(self._local[i] for i in slots):
-            return [self._call_local(i, cmd, p) for i, p in zip(slots, payloads, strict=True)]
-        results = {i: self._call_local(i, cmd, p) for i, p in zip(slots, payloads, strict=True) if self._local[i]}
-        remote = [(i, p) for i, p in zip(slots, payloads, strict=True) if not self._local[i]]
-        if remote:
-            results.update(self._call_workers([i for i, _ in remote], cmd, [p for _, p in remote]))
-        return [results[i] for i in slots]
+            results, cpu_s = [self._call_local(i, cmd, p) for i, p in zip(slots, payloads, strict=True)], 0.0
+        else:
+            by_slot = {i: self._call_local(i, cmd, p) for i, p in zip(slots, payloads, strict=True) if self._local[i]}
+            remote = [(i, p) for i, p in zip(slots, payloads, strict=True) if not self._local[i]]
+            done, cpu_s = self._call_workers([i for i, _ in remote], cmd, [p for _, p in remote])
+            by_slot.update(done)
+            results = [by_slot[i] for i in slots]
+        if cmd == "step" and self.move_cheap_in and self.step_cost["in_process"] is None:
+            self._measure(slots, time.perf_counter() - t0, cpu_s)
+        return results
 
-    def _call_workers(self, slots: list[int], cmd: str, payloads: list) -> dict[int, Step | EnvFailure]:
+    def _move(self, slots: list[int]) -> None:
+        """At a reset (an episode boundary), move each slot to the side the decision puts it on: this process during
+        the trial and after a won one, a worker before the trial and after a lost one."""
+        cost = self.step_cost
+        local = cost["in_process"] is True or (cost["in_process"] is None and cost["pooled_calls"] == PROBE_CALLS)
+        for i in slots:
+            if local and not self._local[i]:
+                self._stop(i)
+            elif self._local[i] and not local:  # the trial was slower: a new worker, built at this reset
+                if self._envs[i] is not None:
+                    self._envs[i].close()
+                    self._envs[i] = None
+                self._start(i)
+            self._local[i] = local
+
+    def _measure(self, slots: list[int], wall_s: float, cpu_s: float) -> None:
+        """Count one step call towards the probe (all slots in workers) or the trial (all in this process)."""
+        cost = self.step_cost
+        sides = {self._local[i] for i in slots}
+        if sides == {False} and cost["pooled_calls"] < PROBE_CALLS:
+            cost["pooled_calls"] += 1
+            cost["pooled_s"] += wall_s
+            cost["worker_cpu_s"] += cpu_s
+            if cost["pooled_calls"] == PROBE_CALLS and cost["worker_cpu_s"] >= TRIAL_BELOW * cost["pooled_s"]:
+                cost["in_process"] = False  # no trial: in-process could not be enough cheaper
+        elif sides == {True} and cost["pooled_calls"] == PROBE_CALLS:
+            cost["in_process_calls"] += 1
+            cost["in_process_s"] += wall_s
+            if cost["in_process_calls"] == PROBE_CALLS:  # as many calls on each side: compare the sums
+                cost["in_process"] = cost["in_process_s"] < cost["pooled_s"]
+
+    def _call_workers(self, slots: list[int], cmd: str, payloads: list) -> tuple[dict[int, Step | EnvFailure], float]:
+        """`cmd` to the slots' workers (building the unbuilt ones first); returns the results and the workers' CPU
+        seconds of the call."""
         unbuilt = [i for i in slots if not self._built[i]]
         results, _ = self._send(unbuilt, "build", [None] * len(unbuilt), self.build_timeout)
         for i in unbuilt:
             self._built[i] = i not in results  # a successful build leaves no result
         todo = [(i, p) for i, p in zip(slots, payloads, strict=True) if i not in results]
-        t0 = time.perf_counter()
-        done, env_s = self._send([i for i, _ in todo], cmd, [p for _, p in todo], self.timeout)
+        done, cpu_s = self._send([i for i, _ in todo], cmd, [p for _, p in todo], self.timeout)
         results.update(done)
-        if cmd == "step" and self.move_cheap_in and self.step_cost["in_process"] is None:
-            cost = self.step_cost
-            cost["serial_s"] += env_s
-            cost["pooled_s"] += time.perf_counter() - t0
-            cost["calls"] += 1
-            if cost["calls"] >= PROBE_CALLS:
-                cost["in_process"] = cost["serial_s"] < cost["pooled_s"]
-        return results
+        return results, cpu_s
 
     def _send(self, slots: list[int], cmd: str, payloads: list, timeout: float) -> tuple[dict, float]:
         """`cmd` to every slot, results under one deadline; build results (`None`) are kept only when they fail.
-        Returns `({slot: Step | EnvFailure}, the environments' own seconds summed over the slots that answered)`."""
+        Returns `({slot: Step | EnvFailure}, the workers' CPU seconds of their steps, summed over the slots that
+        answered)`."""
         results: dict[int, Step | EnvFailure] = {}
-        env_s = 0.0
+        cpu_s = 0.0
         pending: dict[Connection, int] = {}
         for i, payload in zip(slots, payloads, strict=True):
             try:
@@ -190,8 +236,8 @@ class EnvPool:
                     results[i] = self._fail(i, value)
                 elif cmd != "build":
                     results[i] = value
-                env_s += seconds
-        return results, env_s
+                cpu_s += seconds
+        return results, cpu_s
 
     def _call_local(self, i: int, cmd: str, payload) -> Step | EnvFailure:
         try:
