@@ -304,7 +304,7 @@ def evaluate_model(cfg: dict, method: str = "eval", output: Path = Path("runs/sk
     model = load_eval_model(path, model_cfg.dtype, args.use_cpu)  # on the GPU when there is one
     torch.manual_seed(args.seed)
     seeds = eval_seeds(cfg)
-    slots = args.per_device_train_batch_size * args.steps_per_generation
+    slots = env.eval_batch_size or args.per_device_train_batch_size * args.steps_per_generation
     # in the trainer's precision: bf16 autocast when `bf16=True` (as the trained models are evaluated)
     autocast_dtype = torch.bfloat16 if args.bf16 else None
     generate = HFGenerator(model, tok, args.max_completion_length, env.eval_temperature, batch_size=slots,

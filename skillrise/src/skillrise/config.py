@@ -160,6 +160,10 @@ class EnvConfig:
         eval_seeds (`list[int]`): evaluation seeds.
         eval_every (`int`): evaluate every this many rollouts (`trainer.test_freq=5`); 0 = off.
         eval_before_train (`bool`): also evaluate before the first rollout (verl `trainer.val_before_train=True`).
+        eval_batch_size (`int`, *optional*): trials played together in one evaluation pass, one batched generation
+            per turn and per carry phase for all of them (verl-agent `data.val_batch_size`); `None`: the training
+            rollout's trials per rank. Each pass holds this many environments (one process each when
+            `num_workers > 0`).
         seed_offset_eval (`int`): validation seeds are offset like verl-agent's `seed + 1000`.
     """
 
@@ -189,6 +193,7 @@ class EnvConfig:
     eval_seeds: list[int] = field(default_factory=lambda: [0])
     eval_every: int = 5
     eval_before_train: bool = True
+    eval_batch_size: int | None = None
     seed_offset_eval: int = 1000
 
     def __post_init__(self):

@@ -105,10 +105,12 @@ class SkillRiseTrainer(MultiTurnGRPOTrainer):
     ):
         self.group_size_k = args.group_size_k  # read by `_max_rows_per_item` inside the base constructor
         super().__init__(model, args, env_config, train_groups, processing_class, callbacks, peft_config)
-        # one pool for rollouts and evaluation chunks: one slot per trial of the rank
+        # one pool for rollouts and evaluation chunks: one slot per trial of the rank (a rollout uses the first
+        # `episodes_per_rank`)
+        self.eval_batch_size = env_config.eval_batch_size or self.episodes_per_rank
         self.pool = EnvPool(
             make_env_factory(env_config),
-            num_slots=self.episodes_per_rank,
+            num_slots=max(self.episodes_per_rank, self.eval_batch_size),
             timeout=env_config.step_timeout,
             num_workers=env_config.num_workers,
         )
@@ -225,4 +227,4 @@ class SkillRiseTrainer(MultiTurnGRPOTrainer):
                                 self._generate, K=K, prompt_count=self._prompt_count, skip_won=skip_won)  # fmt: skip
             return [trial_record(t) for t in trials]
 
-        return self._evaluate_items([(g, s) for s in seeds for g in groups], self.pool.num_slots, temperature, play)
+        return self._evaluate_items([(g, s) for s in seeds for g in groups], self.eval_batch_size, temperature, play)
