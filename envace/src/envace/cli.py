@@ -21,6 +21,7 @@ from agentrl_shared.cli import (
     add_mechanisms_flags,
     append_jsonl,
     build_parser,
+    check_plan,
     dump_config,
     eval_payload,
     launch_flags,
@@ -56,6 +57,10 @@ METHODS = {
     "envace": [],
 }
 CPU_TTS = {"tts_parallel": "parallel", "tts_sequential": "sequential"}
+# the CPU plan's runs after the warm start and the untrained row (`reproduce --methods` chooses among them)
+CPU_PLAN = [*METHODS, *(f"{name}_{policy}" for name in CPU_TTS for policy in ("untrained", "envace"))]
+TUNE_HELP = ("the CPU plan's learning rate, chosen on the validation split: the warm start and one EnvACE run per "
+             "--lrs value, rehearsal valid rate and real-tool reward (envace/tune.py)")  # fmt: skip
 PAPER_CONFIGS = ["checklist_qwen3-8b_paper"]
 MECHANISMS_HELP = ("the rehearsal role's parse rate and its agreement with the real tools on the panel, and the "
                    "success with rehearsed vs real tool returns: untrained (warm start) and EnvACE-final (writes "
@@ -96,7 +101,8 @@ def _tasks(cfg: dict, split: str, tokenizer=None) -> list[dict]:
     from .data import filter_long_prompts, load_tasks
 
     env = cfg["env"]
-    n = {"train": env.num_train_tasks, "eval": env.num_eval_tasks, "warmstart": cfg["warmstart"].num_tasks}[split]
+    n = {"train": env.num_train_tasks, "eval": env.num_eval_tasks, "val": env.num_val_tasks,
+         "warmstart": cfg["warmstart"].num_tasks}[split]  # fmt: skip
     path = env.eval_path if split == "eval" else env.train_path
     tasks = load_tasks(env.source, split, n, env.task_seed, path, env.max_task_turns, env.max_num_checklist)
     if tokenizer is not None:
@@ -135,9 +141,10 @@ def check_judge(args) -> None:
         make_judge(args).check()
 
 
-def build_trainer(cfg: dict):
+def build_trainer(cfg: dict, split: str = "eval"):
     """`EnvACETrainer` on `cfg["model"]` (tokenizer, model kwargs, LoRA, the training tasks after the prompt filter)
-    and the evaluation panel: what `train` trains and evaluates, and what `mechanisms` measures."""
+    and the tasks of `split` it is evaluated on (`eval`: the panel; `val`: the validation split of `envace tune`):
+    what `train` trains and evaluates, and what `mechanisms` measures."""
     from transformers import AutoTokenizer
 
     from agentrl_shared.lora import peft_config
@@ -152,7 +159,7 @@ def build_trainer(cfg: dict):
     trainer = EnvACETrainer(
         path, args, env, _tasks(cfg, "train", tok), processing_class=tok, peft_config=peft_config(model_cfg.lora)
     )
-    return trainer, _tasks(cfg, "eval", tok)
+    return trainer, _tasks(cfg, split, tok)
 
 
 def play_panel(trainer, panel: list[dict], seeds: list[int], collector) -> list[tuple]:
@@ -167,9 +174,11 @@ def play_panel(trainer, panel: list[dict], seeds: list[int], collector) -> list[
     return played
 
 
-def train(cfg: dict, method: str = "run", output: Path = Path("runs/envace")) -> dict:
+def train(cfg: dict, method: str = "run", output: Path = Path("runs/envace"), split: str = "eval") -> dict:
     """Train one configuration, then evaluate it on the fixed panel (`agentrl_shared.cli.run_training`: every
-    evaluation on every rank); returns the results payload (on every rank; files are written by the main process)."""
+    evaluation on every rank); returns the results payload (on every rank; files are written by the main process).
+    `split="val"` (`envace tune`): evaluated on the validation split instead, under rehearsal and with the real
+    tools (`tune.validation_summary`), never on the panel."""
     from agentrl_shared.evaluation import write_results
 
     from .trainer import SIMULATOR_DIR, make_collector
@@ -179,10 +188,14 @@ def train(cfg: dict, method: str = "run", output: Path = Path("runs/envace")) ->
     out = run_folder(args, output, run_name(cfg, method))
     log_to_file(out)
     resolved = dump_config(cfg, out, headline(cfg))
-    trainer, panel = build_trainer(cfg)
+    trainer, panel = build_trainer(cfg, split)
     seeds = env.eval_seeds
 
     def evaluate(trainer) -> dict:
+        if split == "val":
+            from .tune import validation_summary
+
+            return validation_summary(trainer, panel, cfg)
         collector = make_collector(args, env, trainer.processing_class, env.eval_tool_return_mode)
         return summarize([trajectory_record(t, s) for t, s in play_panel(trainer, panel, seeds, collector)], seeds)
 
@@ -232,7 +245,7 @@ def evaluate_model(cfg: dict, method: str = "eval", output: Path = Path("runs/en
     done = (
         {(r["task_id"], r["seed"]): r for r in map(json.loads, log.read_text().splitlines())} if log.exists() else {}
     )
-    chunk = max(args.per_device_train_batch_size * args.steps_per_generation, 1)
+    chunk = env.eval_batch_size or max(args.per_device_train_batch_size * args.steps_per_generation, 1)
     t0 = time.perf_counter()
     for seed in seeds:
         todo = [t for t in panel if (t["task_id"], seed) not in done]
@@ -302,18 +315,19 @@ def warm_start(cfg: dict, method: str = "warmstart", output: Path = Path("runs/e
     return payload
 
 
-def reproduce(
-    scale: str, seeds: list[int], overrides: list[str], output: Path, flags: LaunchFlags = LaunchFlags()
-) -> None:
+def reproduce(scale: str, seeds: list[int], overrides: list[str], output: Path, flags: LaunchFlags = LaunchFlags(),
+              methods: list[str] = CPU_PLAN) -> None:  # fmt: skip
     """Run one scale's plan into `output/<scale>/<method>/...` (a finished run is not redone, an unfinished one goes on
     from its last checkpoint). CPU: the format warm start when the config has one (`warmstart.num_tasks`; every
     method then starts from its checkpoint, "untrained" = warm-started, no RL), untrained vs caller-only with real
     tools vs EnvACE on the generated tool tasks, then test-time rehearsal (parallel, sequential) of the untrained and
     the EnvACE policies. Paper: EnvACE on each paper config, an `accelerate launch` on its config's processes and
     machines (`launch:`, 16 over 2: `reproduce` runs on each machine with its `--machine-rank`); `flags.dry_run`
-    prints those commands only. Tracked files are never written here: `envace report --runs <output>` copies the
+    prints those commands only. `methods` (CPU): the runs of `CPU_PLAN` to run, with the runs they start from.
+    Tracked files are never written here: `envace report --runs <output>` copies the
     results into `envace/results/` and rebuilds the README tables."""
     if scale == "cpu":
+        check_plan(methods, dict.fromkeys(CPU_PLAN), [], PACKAGE)
         warm = load(CPU_CONFIG, overrides)["warmstart"].num_tasks > 0
         # method -> (kind, its overrides, test-time rehearsal, the run whose final checkpoint it starts from); every
         # method starts from the same policy: the warm-started model when the config has a warm start
@@ -323,7 +337,8 @@ def reproduce(
         plan |= {m: ("train", extra, "none", base) for m, extra in METHODS.items()}
         plan |= {f"{name}_{policy}": ("eval", [], mode, start) for name, mode in CPU_TTS.items()
                  for policy, start in (("untrained", base), ("envace", "envace"))}  # fmt: skip
-        for _, seed, method, run in pending_runs(output, "cpu", seeds, list(plan)):
+        wanted = {"warmstart", "untrained", *methods, *(plan[m][3] for m in methods if plan[m][3])}
+        for _, seed, method, run in pending_runs(output, "cpu", seeds, [m for m in plan if m in wanted]):
             kind, extra, tts, start = plan[method]
             model = [f"model.name_or_path={output / 'cpu' / start / f'seed{seed}' / 'final'}"] if start else []
             cfg = load(CPU_CONFIG, [*extra, *overrides, *model, f"trainer.seed={seed}", f"trainer.output_dir={run}",
@@ -349,8 +364,20 @@ def main(argv: list[str] | None = None) -> None:
     from .data import DataError
     from .reward import JudgeUnavailable
 
-    parser, subs = build_parser(PACKAGE, __doc__, CPU_CONFIG, list(METHODS), {"mechanisms": MECHANISMS_HELP})
+    parser, subs = build_parser(PACKAGE, __doc__, CPU_CONFIG, list(METHODS), {"mechanisms": MECHANISMS_HELP,
+                                                                              "tune": TUNE_HELP})  # fmt: skip
     add_mechanisms_flags(subs["mechanisms"], PACKAGE, CPU_CONFIG)
+    subs["reproduce"].add_argument("--methods", default=",".join(CPU_PLAN),
+                                   help=f"cpu scale: comma-separated runs of the plan, of {', '.join(CPU_PLAN)} "
+                                   "(default all; the warm start, the untrained row and the runs a test-time "
+                                   "rehearsal row starts from are always run)")  # fmt: skip
+    t = subs["tune"]
+    t.add_argument("--config", default=CPU_CONFIG, help=f"config name or path (default {CPU_CONFIG})")
+    t.add_argument("--lrs", default="2e-5,1e-5,5e-6,2e-6", help="comma-separated learning rates (default "
+                   "2e-5,1e-5,5e-6,2e-6)")  # fmt: skip
+    t.add_argument("--seed", default=0, type=int, help="training seed of the warm start and the runs (default 0)")
+    t.add_argument("--output", default=Path("runs/envace"), type=Path, help="runs folder (default runs/envace)")
+    t.add_argument("overrides", nargs="*", help="key=value or section.key=value")
     q = subs["eval"]
     q.add_argument("--tts", default="none", choices=["none", "parallel", "sequential"],
                    help="test-time rehearsal before the one committed execution (default none)")  # fmt: skip
@@ -391,7 +418,11 @@ def main(argv: list[str] | None = None) -> None:
 
             report(ns.readme, ns.runs)
         elif ns.command == "reproduce":
-            reproduce(ns.scale, seeds_arg(ns.seeds), ns.overrides, ns.output, launch_flags(ns))
+            reproduce(ns.scale, seeds_arg(ns.seeds), ns.overrides, ns.output, launch_flags(ns), ns.methods.split(","))
+        elif ns.command == "tune":
+            from .tune import tune
+
+            tune(ns.config, [float(x) for x in ns.lrs.split(",")], ns.seed, ns.output, ns.overrides)
         elif ns.command == "mechanisms":
             from .mechanisms import mechanisms
 

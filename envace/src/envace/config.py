@@ -203,6 +203,11 @@ class EnvConfig:
             template with the generation prompt) is longer (official `filter_overlong_prompts` at
             `data.max_prompt_length - 500` = 3500 tokens, `checklist_dataset.py`); 0 = keep all.
         eval_tool_return_mode (`str`): tool responses at evaluation: `real` (committed execution) by default.
+        eval_batch_size (`int`, *optional*): episodes played together in one evaluation pass, one batched
+            generation per micro-step for all of them (verl `data.val_batch_size`); `None`: the training rollout's
+            episodes per rank.
+        num_val_tasks (`int`): generated validation tasks (their own seed, disjoint from train, eval and warm
+            start) on which `envace tune` chooses the CPU plan's learning rate; 0 = none.
     """
 
     source: str = "generated"
@@ -228,6 +233,8 @@ class EnvConfig:
     eval_before_train: bool = False
     max_task_prompt_tokens: int = 3500
     eval_tool_return_mode: str = "real"
+    eval_batch_size: int | None = None
+    num_val_tasks: int = 0
 
     def __post_init__(self):
         if self.source not in ("generated", "file"):

@@ -398,10 +398,10 @@ def generate_tasks(num_tasks: int, seed: int, max_turns: int = 2, num_distractor
 
 def load_tasks(source: str, split: str, num_tasks: int, seed: int, path: str | None = None, max_turns: int = 2,
                max_num_checklist: int = 1) -> list[dict]:  # fmt: skip
-    """Tasks of one split: `generated` (train / eval / warmstart draw from disjoint seeds) or `file` (an official
-    file)."""
+    """Tasks of one split: `generated` (train / eval / warmstart / val draw from disjoint seeds) or `file` (an
+    official file)."""
     if source == "generated":
-        offset = {"train": 0, "eval": 1_000_000, "warmstart": 2_000_000}[split]
+        offset = {"train": 0, "eval": 1_000_000, "warmstart": 2_000_000, "val": 3_000_000}[split]
         return generate_tasks(num_tasks, seed + offset, max_turns)
     if source == "file":
         if path is None:

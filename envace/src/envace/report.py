@@ -14,6 +14,7 @@ from agentrl_shared.mechanisms import file_mechanisms, load_mechanisms
 from agentrl_shared.report import collect_runs, load_runs, markdown_table, mean_std, replace_block
 
 from .mechanisms import table as mechanisms_table
+from .tune import table as tune_table
 
 
 logger = logging.getLogger(__name__)
@@ -158,6 +159,7 @@ def report(readme: Path, runs: Path | None = None) -> None:
     rehearsal = [json.loads(p.read_text()) for p in sorted((results / "benchmarks").glob("*/results.json"))]
     text = replace_block(text, "results-tts-benchmarks", rehearsal_table(rehearsal))
     text = replace_block(text, "mechanisms-cpu", mechanisms_table(load_mechanisms(results)))
+    text = replace_block(text, "tune-cpu", tune_table(results / "cpu"))
     text = replace_block(text, "bench", bench_block(readme.resolve().parent.parent / "bench-results.json"))
     readme.write_text(text)
     logger.info(f"report: wrote {readme}")

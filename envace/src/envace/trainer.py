@@ -364,7 +364,7 @@ class EnvACETrainer(MultiTurnGRPOTrainer):
     def evaluate_panel(self, tasks: list[dict], seeds: list[int], collector: RehearsalCollector) -> list[Trajectory]:
         """Play every (task, seed) of the panel with `collector` (real tools by default) at the evaluation
         temperature, through the shared `_evaluate_items` (interleaved slices, lock-step chunks of
-        `episodes_per_rank`); every rank must call it and gets all trajectories."""
+        `env.eval_batch_size`, default `episodes_per_rank`); every rank must call it and gets all trajectories."""
 
         def play(chunk):
             return collector.collect([t for t, _ in chunk], list(range(len(chunk))), self._generate, None,
@@ -372,4 +372,5 @@ class EnvACETrainer(MultiTurnGRPOTrainer):
 
         pairs = [(t, s) for s in seeds for t in tasks]
         with top_p_override(self, self.env_config.eval_top_p):  # official val_kwargs.top_p=0.95
-            return self._evaluate_items(pairs, self.episodes_per_rank, self.env_config.eval_temperature, play)
+            chunk = self.env_config.eval_batch_size or self.episodes_per_rank
+            return self._evaluate_items(pairs, chunk, self.env_config.eval_temperature, play)
