@@ -31,6 +31,7 @@ def test_choose_keeps_the_rehearsal_valid_then_takes_the_best_reward():
     assert choose(ref, {2e-5: summary(0.1, 0.9), 1e-5: summary(0.3, 0.2)}) == 1e-5  # none kept: the most valid
 
 
+@pytest.mark.slow  # about 8 min on one core: a training run's backward over the tiny model's 151k vocabulary
 def test_tune_end_to_end_on_the_validation_split(tmp_path, monkeypatch):
     tasks = generate_tasks(8, seed=0) + generate_tasks(4, seed=1_000_000) + generate_tasks(2, seed=3_000_000)
     monkeypatch.setattr(agentrl_shared.trainer, "trainer_generate_fn",
