@@ -29,9 +29,10 @@ FLAGS = {
         "--rehearsal",
         "--rehearsal-mode",
     },
-    "reproduce": {"--scale", "--seeds", "--output", "--dry-run", "--machine-rank", "--main-process-ip"},
+    "reproduce": {"--scale", "--seeds", "--output", "--dry-run", "--machine-rank", "--main-process-ip", "--methods"},
     "report": {"--runs", "--readme"},
     "mechanisms": {"--config", "--runs", "--seed", "--output"},
+    "tune": {"--config", "--lrs", "--seed", "--output"},
 }
 
 
