@@ -17,6 +17,7 @@ report --runs <output>` files them and the README's tune table. The CPU config's
 to the chosen value by hand, citing the table (the plan never reads these files).
 """
 
+import json
 import logging
 from pathlib import Path
 
@@ -110,8 +111,6 @@ def tune(config: str, lrs: list[float], seed: int, output: Path, overrides: list
 def load_tune(folder: Path, seed: int) -> dict:
     """`{"reference": warm start summary, "candidates": {lr: summary}, "payloads": [...]}` of one seed's tune runs
     under a runs or results folder's `cpu/`."""
-    import json
-
     payloads = [json.loads(p.read_text()) for p in sorted(folder.glob(f"tune_*/seed{seed}/results.json"))]
     ref = [p for p in payloads if p["method"] == "tune_warmstart"]
     cands = {p["config"]["trainer"]["learning_rate"]: p["final"] for p in payloads if p["method"] != "tune_warmstart"}
