@@ -11,7 +11,7 @@ import logging
 from pathlib import Path
 
 from agentrl_shared.mechanisms import file_mechanisms, load_mechanisms
-from agentrl_shared.report import collect_runs, load_runs, markdown_table, mean_std, replace_block
+from agentrl_shared.report import collect_runs, load_runs, markdown_table, mean_std, plot_curves, replace_block
 
 from .mechanisms import table as mechanisms_table
 from .tune import table as tune_table
@@ -58,6 +58,25 @@ def cpu_table(runs: dict[str, list[dict]]) -> str:
             rows.append([f"generated tool tasks ({panel}-task eval panel, real tools)", label, metric,
                          "n/a (our tasks)", mean_std(values), commits])  # fmt: skip
     return markdown_table(HEADER, rows) + "\n\n" + warm_start_line(runs.get("warmstart", []))
+
+
+def reward_plot(runs: dict[str, list[dict]], path: Path) -> bool:
+    """The CPU plan's trained methods as lines from their start point to after RL: per seed, the untrained
+    (warm-started) model's panel reward at rollout 0 and the method's final panel reward at its last rollout; mean
+    over the seeds with a +- std band (`plot_curves`). False (nothing written) when no trained run has a same-seed
+    untrained run."""
+    start = {p["seed"]: 100 * p["final"]["reward_mean"] for p in runs.get("untrained", [])}
+    series = {}
+    for method in ("caller_only_real", "envace"):
+        pairs = [[(0, start[p["seed"]]), (p["rollouts"], 100 * p["final"]["reward_mean"])]
+                 for p in runs.get(method, []) if p["seed"] in start]  # fmt: skip
+        if pairs:
+            series[CPU_METHODS[method]] = pairs
+    if not series:
+        return False
+    plot_curves(series, path, "rollouts (0 = the warm-started start point)", "panel reward R % (real tools, greedy)",
+                "EnvACE CPU plan: panel reward before and after RL")  # fmt: skip
+    return True
 
 
 def paper_table(paper: dict) -> str:
@@ -152,7 +171,10 @@ def report(readme: Path, runs: Path | None = None) -> None:
         if file_mechanisms(runs, results):
             logger.info(f"report: filed {runs}/cpu/mechanisms in {results}/cpu/mechanisms")
     text = readme.read_text()
-    text = replace_block(text, "results-cpu", cpu_table(load_runs(results, "cpu")))
+    cpu_runs = load_runs(results, "cpu")
+    text = replace_block(text, "results-cpu", cpu_table(cpu_runs))
+    if reward_plot(cpu_runs, results / "cpu" / "reward.png"):
+        logger.info(f"report: wrote {results / 'cpu' / 'reward.png'}")
     text = replace_block(
         text, "results-paper", paper_table(json.loads((readme.parent / "paper_results.json").read_text()))
     )
