@@ -1,22 +1,20 @@
 """Format warm start of the CPU scale: gold rows are RL rows with ground-truth completions that pass their checklist,
-SFT fits completion tokens only, the end-of-turn token of SmolLM2's template ends completions, and the CPU plan
-starts every method from the warm-started model."""
+the end-of-turn token of SmolLM2's template ends completions, and the CPU plan starts every method from the
+warm-started model (the SFT itself: shared/tests/test_sft.py)."""
 
 import copy
 import json
 
 import pytest
-import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoTokenizer
 
 from agentrl_shared.models import smollm2_135m, tiny_qwen3
-from agentrl_shared.rollout import Row
 from envace import cli
 from envace.data import generate_tasks
 from envace.parsing import parse_execution_result, parse_tool_calls
 from envace.rehearsal import RehearsalCollector
 from envace.reward import RuleJudge
-from envace.warmstart import gold_rows, sft
+from envace.warmstart import gold_rows
 
 
 @pytest.fixture(scope="module")
@@ -63,19 +61,6 @@ def test_gold_rows_refuse_a_gold_episode_that_fails_its_checklist(tok):
         gold_rows([bad], collector(tok))
     with pytest.raises(ValueError, match="tool_return_mode='agent'"):
         gold_rows([task], collector(tok, "real"))
-
-
-def test_sft_fits_completion_tokens_only(tok):
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(tiny_qwen3(), dtype=torch.float32)
-    rows = [Row(prompt_ids=[11, 12, 13, 14], completion_ids=[21, 22, 23], prompt_text="", completion_text="",
-                action="", is_action_valid=True, group_id=0, episode_id=0, turn_idx=0, role="caller")]  # fmt: skip
-    with torch.no_grad():  # the first step's loss is the mean completion-token cross-entropy, prompt not counted
-        logits = model(torch.tensor([[11, 12, 13, 14, 21, 22, 23]])).logits[0]
-        expected = torch.nn.functional.cross_entropy(logits[3:6], torch.tensor([21, 22, 23])).item()
-    losses = sft(model, rows, learning_rate=1e-2, epochs=12, batch_rows=1)
-    assert losses[0] == pytest.approx(expected, rel=1e-4)
-    assert losses[-1] < 0.2 * losses[0]
 
 
 def test_smollm2_completions_end_at_the_template_end_of_turn():

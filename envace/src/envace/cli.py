@@ -279,9 +279,10 @@ def warm_start(cfg: dict, method: str = "warmstart", output: Path = Path("runs/e
 
     from agentrl_shared.evaluation import write_results
     from agentrl_shared.models import model_path
+    from agentrl_shared.sft import sft
 
     from .trainer import make_collector
-    from .warmstart import gold_rows, sft
+    from .warmstart import gold_rows
 
     args, env, model_cfg, ws = cfg["trainer"], cfg["env"], cfg["model"], cfg["warmstart"]
     if ws.num_tasks <= 0:

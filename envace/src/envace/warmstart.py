@@ -4,24 +4,16 @@ The paper starts both roles from Qwen3-8B, which already writes Qwen3 `<tool_cal
 instruction. The 135M model of the CPU scale does neither: untrained it answers in prose, every episode scores 0 and
 GRPO has no signal. `gold_rows` plays each warm-start task once with the ground-truth completions through the same
 `RehearsalCollector` the RL rollout uses (so every prompt is token for token an RL prompt): the gold tool call, the
-gold rehearsal output (`<execution_result>` with the ground-truth response) and the gold reply. `sft` is plain
-supervised fine-tuning on those completions (cross-entropy on completion tokens, token mean per optimizer step). The
+gold rehearsal output (`<execution_result>` with the ground-truth response) and the gold reply; `agentrl_shared.sft`
+fits them (cross-entropy on completion tokens, token mean per optimizer step). The
 warm-start tasks are drawn from their own seed, disjoint from the training tasks and the evaluation panel.
 """
 
 import json
-import logging
-import random
-import time
-
-import torch
 
 from agentrl_shared.rollout import Row
 
 from .rehearsal import RehearsalCollector
-
-
-logger = logging.getLogger(__name__)
 
 
 def gold_texts(task: dict) -> tuple[list[str], list[str]]:
@@ -74,36 +66,3 @@ def gold_rows(tasks: list[dict], collector: RehearsalCollector, rehearsal_rows: 
                                f"{traj.reward}: the gold completions do not pass the checklist")  # fmt: skip
         rows += [r for r in traj.rows if rehearsal_rows or r.role == "caller"]
     return rows
-
-
-def sft(model, rows: list[Row], learning_rate: float, epochs: int, batch_rows: int, max_grad_norm: float = 1.0,
-        seed: int = 0) -> list[float]:  # fmt: skip
-    """Supervised fine-tuning on the rows' completions: AdamW, `batch_rows` rows per optimizer step, loss = summed
-    token cross-entropy over the step's completion tokens / their count. Returns the loss of every step."""
-    opt = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.0)
-    rng = random.Random(seed)
-    losses = []
-    model.train()
-    for epoch in range(epochs):
-        order = list(range(len(rows)))
-        rng.shuffle(order)
-        for start in range(0, len(order), batch_rows):
-            t0 = time.perf_counter()
-            batch = [rows[i] for i in order[start : start + batch_rows]]
-            n_tokens = sum(len(r.completion_ids) for r in batch)
-            total = 0.0
-            for r in batch:  # one row per forward: no padding
-                ids = torch.tensor([r.prompt_ids + r.completion_ids], device=model.device)
-                logits = model(ids).logits[0, len(r.prompt_ids) - 1 : -1]  # (completion, vocab)
-                target = torch.tensor(r.completion_ids, device=model.device)
-                loss = torch.nn.functional.cross_entropy(logits.float(), target, reduction="sum") / n_tokens
-                loss.backward()
-                total += loss.item()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            losses.append(total)
-            logger.info(f"warm start epoch {epoch} step {len(losses)}: loss {total:.4f} "
-                        f"({len(batch)} rows, {time.perf_counter() - t0:.1f} s)")  # fmt: skip
-    model.eval()
-    return losses
