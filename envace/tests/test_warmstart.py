@@ -111,3 +111,18 @@ def test_report_names_the_warm_start_and_its_figures():
     assert "16 caller + 8 rehearsal rows, 12000 tokens, loss 0.840 -> 0.140 over 3 steps, 240 s" in table
     bare = cpu_table({"untrained": [untrained]})
     assert "untrained (SmolLM2-135M-Instruct) |" in bare and "Format warm start: not run" in bare
+
+
+def test_warm_start_run_saves_a_model_and_its_figures(tmp_path):
+    """`cli.warm_start` (as `reproduce` runs it) on the smoke config (tiny random Qwen3) with 2 generated tasks: the model is saved where
+    the plan's methods load it, and `results.json` counts the rows per role and one loss per step."""
+    from transformers import AutoModelForCausalLM
+
+    cfg = cli.load(
+        "smoke", ["warmstart.num_tasks=2", "warmstart.batch_rows=2", f"trainer.output_dir={tmp_path / 'ws'}"]
+    )
+    payload = cli.warm_start(cfg, "warmstart", tmp_path)
+    saved = json.loads((tmp_path / "ws" / "results.json").read_text())
+    assert saved["rows"] == payload["rows"] and payload["rows"]["caller"] > 0
+    assert len(saved["losses"]) == -(-sum(payload["rows"].values()) // 2)
+    AutoModelForCausalLM.from_pretrained(tmp_path / "ws" / "final")

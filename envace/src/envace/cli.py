@@ -274,46 +274,22 @@ def evaluate_model(cfg: dict, method: str = "eval", output: Path = Path("runs/en
 def warm_start(cfg: dict, method: str = "warmstart", output: Path = Path("runs/envace")) -> dict:
     """Format warm start (`warmstart.py`): SFT of `model.name_or_path` on the gold rows of `warmstart.num_tasks`
     generated tasks; the model is saved to `<run>/final`, the losses to `results.json`."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from agentrl_shared.evaluation import write_results
-    from agentrl_shared.models import model_path
-    from agentrl_shared.sft import sft
+    from agentrl_shared.sft import warm_start_run
 
     from .trainer import make_collector
     from .warmstart import gold_rows
 
-    args, env, model_cfg, ws = cfg["trainer"], cfg["env"], cfg["model"], cfg["warmstart"]
+    args, env, ws = cfg["trainer"], cfg["env"], cfg["warmstart"]
     if ws.num_tasks <= 0:
         raise ValueError("warm start needs warmstart.num_tasks > 0.")
     out = run_folder(args, output, run_name(cfg, method))
     log_to_file(out)
     resolved = dump_config(cfg, out, headline(cfg))
-    path = model_path(model_cfg.name_or_path)
-    tok = AutoTokenizer.from_pretrained(path, padding_side="left")
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, model_cfg.dtype))
-    torch.manual_seed(args.seed)
-    rows = gold_rows(_tasks(cfg, "warmstart"), make_collector(args, env, tok, "agent"), ws.rehearsal_rows)
-    t0 = time.perf_counter()
-    losses = sft(model, rows, ws.learning_rate, ws.epochs, ws.batch_rows, args.max_grad_norm, args.seed)
-    seconds = time.perf_counter() - t0
-    model.save_pretrained(out / "final")
-    tok.save_pretrained(out / "final")
-    payload = {
-        "method": method,
-        "model": model_cfg.name_or_path,
-        "seed": args.seed,
-        "rows": {role: sum(r.role == role for r in rows) for role in ("caller", "simulator")},
-        "tokens": sum(len(r.prompt_ids) + len(r.completion_ids) for r in rows),
-        "completion_tokens": sum(len(r.completion_ids) for r in rows),
-        "losses": losses,
-        "train_seconds": seconds,
-        "config": resolved,
-    }
-    write_results(out / "results.json", payload)
-    logger.info(f"warm start: {len(rows)} rows, loss {losses[0]:.3f} -> {losses[-1]:.3f}, {seconds:.0f} s")
-    return payload
+
+    def gold(tok):
+        return gold_rows(_tasks(cfg, "warmstart"), make_collector(args, env, tok, "agent"), ws.rehearsal_rows), {}
+
+    return warm_start_run(cfg, method, out, resolved, ("caller", "simulator"), gold)
 
 
 def reproduce(scale: str, seeds: list[int], overrides: list[str], output: Path, flags: LaunchFlags = LaunchFlags(),
