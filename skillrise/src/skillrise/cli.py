@@ -72,9 +72,10 @@ MECHANISMS_HELP = ("success at each task position of the evaluation trials with 
 def sections():
     from agentrl_shared.config import LaunchConfig, ModelConfig
 
-    from .config import EnvConfig, SkillRiseConfig
+    from .config import EnvConfig, SkillRiseConfig, WarmStartConfig
 
-    return {"trainer": SkillRiseConfig, "env": EnvConfig, "model": ModelConfig, "launch": LaunchConfig}
+    return {"trainer": SkillRiseConfig, "env": EnvConfig, "model": ModelConfig, "warmstart": WarmStartConfig,
+            "launch": LaunchConfig}  # fmt: skip
 
 
 def load(config: str, overrides: list[str]) -> dict:
@@ -342,6 +343,29 @@ def evaluate_model(cfg: dict, method: str = "eval", output: Path = Path("runs/sk
     return payload
 
 
+def warm_start(cfg: dict, method: str = "warmstart", output: Path = Path("runs/skillrise")) -> dict:
+    """Curation warm start (`warmstart.py`): SFT of `model.name_or_path` on the gold rows of `warmstart.num_tasks`
+    made-up TextRooms tasks played through the RL prompts; the model is saved to `<run>/final`, the losses and the
+    gold trials' outcomes to `results.json`."""
+    from agentrl_shared.sft import warm_start_run
+
+    from .trial import trial_record
+    from .warmstart import gold_rows
+
+    args, env, ws = cfg["trainer"], cfg["env"], cfg["warmstart"]
+    if ws.num_tasks <= 0:
+        raise ValueError("warm start needs warmstart.num_tasks > 0.")
+    out = run_folder(args, output, run_name(cfg, method))
+    log_to_file(out)
+    resolved = dump_config(cfg, out, headline(cfg))
+
+    def gold(tok):
+        rows, trials = gold_rows(args, env, tok, ws.num_tasks, args.seed)
+        return rows, {"gold_trials": [trial_record(t) for t in trials]}
+
+    return warm_start_run(cfg, method, out, resolved, ("play", "curate"), gold)
+
+
 def method_config(config: str, method: str, overrides: list[str]) -> dict:
     """`config` with `method`'s switches before the overrides (`METHODS`; an unknown name is a configuration error).
     GRPO's and GiGPO's group and trials per rank are K times the config's (as overridden), after the overrides: the budget."""
@@ -358,14 +382,23 @@ def reproduce(
     scale: str, seeds: list[int], overrides: list[str], output: Path, flags: LaunchFlags = LaunchFlags()
 ) -> None:
     """Run one scale's plan into `output/<scale>/<method>/...` (a finished run is not redone, an unfinished one goes on
-    from its last checkpoint). CPU: untrained vs GRPO vs no-carry vs reflection carry vs SkillRise on TextRooms, per
-    seed. Paper: GRPO (matched budget) and SkillRise on each paper config, each an `accelerate launch` on its config's
+    from its last checkpoint). CPU: the curation warm start when the config has one (`warmstart.num_tasks`; every
+    method then starts from its checkpoint, "untrained" = warm-started, no RL), then untrained vs GRPO vs GiGPO vs
+    no-carry vs reflection carry vs SkillRise on TextRooms, per seed. Paper: GRPO (matched budget) and SkillRise on each paper config, each an `accelerate launch` on its config's
     processes (`launch:`); `flags.dry_run` prints those commands only. Tracked files are never written here:
     `skillrise report --runs <output>` copies the results into `skillrise/results/` and rebuilds the README."""
     if scale == "cpu":
-        for _, seed, method, run in pending_runs(output, "cpu", seeds, ["untrained", *METHODS]):
-            run_overrides = [*overrides, f"trainer.seed={seed}", f"trainer.output_dir={run}", *resume_args(run)]
-            if method == "untrained":
+        warm = load(CPU_CONFIG, overrides)["warmstart"].num_tasks > 0
+        for _, seed, method, run in pending_runs(
+            output, "cpu", seeds, [*(["warmstart"] * warm), "untrained", *METHODS]
+        ):
+            start = output / "cpu" / "warmstart" / f"seed{seed}" / "final"
+            model = [f"model.name_or_path={start}"] if warm and method != "warmstart" else []
+            run_overrides = [*overrides, *model, f"trainer.seed={seed}", f"trainer.output_dir={run}",
+                             *resume_args(run)]  # fmt: skip
+            if method == "warmstart":
+                warm_start(load(CPU_CONFIG, run_overrides), method)
+            elif method == "untrained":
                 evaluate_model(load(CPU_CONFIG, run_overrides), method)
             else:
                 train(method_config(CPU_CONFIG, method, run_overrides), method)

@@ -240,3 +240,22 @@ def make_env_factory(env: EnvConfig):
     from .prompts import env_factory
 
     return env_factory(env.name, env.env_kwargs, action_block=env.solve_prompt == "skillrise")
+
+
+@dataclass
+class WarmStartConfig:
+    """Curation warm start before RL (`warmstart.py`; CPU scale only, off by default: the paper's Qwen3-4B already
+    curates and reads skill documents, so the paper runs none).
+
+    Args:
+        num_tasks (`int`): made-up TextRooms tasks (`skill_reader.synthetic_tasks`, drawn with the trainer's seed; no
+            real object of training or evaluation), played as cross and repeat trials of K; 0 = off.
+        epochs (`int`): passes over the gold rows.
+        batch_rows (`int`): rows per optimizer step.
+        learning_rate (`float`): AdamW learning rate (no weight decay, grad clip `trainer.max_grad_norm`).
+    """
+
+    num_tasks: int = 0
+    epochs: int = 1
+    batch_rows: int = 4
+    learning_rate: float = 1e-4

@@ -114,6 +114,7 @@ Outcome of this attempt: {outcome}
 family (abstract away the concrete objects and places).
 - Then write concise guidance for the next task.
 - End with your reflection inside <remark> </remark> tags."""
+TASK_IN_ATTEMPT = ("textrooms",)  # environments whose observations never state the task (ours: TextRooms)
 ENV_LABELS = {"alfworld": "ALFRED household", "webshop": "WebShop shopping", "scienceworld": "ScienceWorld",
               "textrooms": "TextRooms household"}  # fmt: skip
 
@@ -164,13 +165,16 @@ class SolvePrompt:
         return self.base.project(text)
 
 
-def format_attempt(observations: list[str], actions: list[str], max_steps: int) -> str:
-    """The last `max_steps` steps of an attempt: the initial observation, then action / observation pairs."""
-    lines = [f"Initial observation: {observations[0]}"] if observations else []
+def format_attempt(observations: list[str], actions: list[str], max_steps: int, task: str = "") -> str:
+    """The last `max_steps` steps of an attempt: the task when the observations do not state it (`task`), the
+    initial observation, then action / observation pairs."""
+    lines = [f"Task: {task}."] if task else []
+    lines += [f"Initial observation: {observations[0]}"] if observations else []
     steps = list(zip(actions, observations[1:], strict=False))
     first = max(len(steps) - max_steps, 0)
     if first:
-        lines = [f"(the first {first} step(s) are omitted)"]
+        lines = lines[:1] if task else []
+        lines.append(f"(the first {first} step(s) are omitted)")
     for k, (action, obs) in enumerate(steps[first:], start=first + 1):
         lines.append(f"Action {k}: {action}\nObservation {k}: {obs}")
     return "\n".join(lines)
@@ -298,10 +302,14 @@ class TrialRunner:
         """`RolloutCollector` prompt transform: fill the document slot with the trial's current document."""
         return text.replace(DOC_SLOT, document_section(task["skill_document"], self.carry_mode))
 
-    def carry_prompt(self, document: str, observations: list[str], actions: list[str], won: bool) -> str:
-        """The chat-templated curate (or reflect) prompt, ending with `curate_prefix`."""
+    def carry_prompt(self, document: str, observations: list[str], actions: list[str], won: bool,
+                     task: dict | None = None) -> str:  # fmt: skip
+        """The chat-templated curate (or reflect) prompt, ending with `curate_prefix`. A TextRooms attempt starts
+        with its task (`TASK_IN_ATTEMPT`): ALFWorld's initial observation states the task ("Your task is to: ..."),
+        TextRooms' does not."""
         env = ENV_LABELS.get(self.env_name, self.env_name)
-        trajectory = format_attempt(observations, actions, self.curate_history)
+        line = task["instruction"] if task is not None and self.env_name in TASK_IN_ATTEMPT else ""
+        trajectory = format_attempt(observations, actions, self.curate_history, line)
         outcome = "SUCCESS" if won else "FAILURE (the task was not completed)"
         if self.carry_mode == "reflect":
             user = REFLECT_PROMPT.format(env=env, trajectory=trajectory, outcome=outcome)
@@ -395,7 +403,8 @@ class TrialRunner:
         texts, ids, truncated = [], [], []
         for i in playing:
             ep = by_trial[i]
-            text = self.carry_prompt(documents[i], observations[i], [r.action for r in ep.rows], ep.won)
+            text = self.carry_prompt(documents[i], observations[i], [r.action for r in ep.rows], ep.won,
+                                     trials[i].tasks[p])  # fmt: skip
             tok = self.tokenizer(text, add_special_tokens=False).input_ids
             texts.append(text)
             ids.append(tok[-self.max_prompt_length :])
