@@ -87,3 +87,26 @@ def test_warm_start_run_saves_a_model_and_its_figures(tmp_path):
     assert saved["rows"] == payload["rows"] and payload["rows"]["curate"] > 0 and payload["rows"]["play"] > 0
     assert len(saved["losses"]) == -(-sum(payload["rows"].values()) // 2) and saved["gold_trials"]
     AutoModelForCausalLM.from_pretrained(tmp_path / "ws" / "final")
+
+
+def test_report_files_the_warm_start_line_beside_the_table(tmp_path):
+    import json
+    import shutil
+    from pathlib import Path
+
+    from skillrise.report import report
+
+    readme = tmp_path / "README.md"
+    shutil.copy(Path(__file__).resolve().parents[1] / "README.md", readme)
+    warm = {"commit": "abc1234", "seed": 0, "rows": {"play": 57, "curate": 56}, "tokens": 38353,
+            "losses": [1.95, 0.3, 0.002], "train_seconds": 334.0}  # fmt: skip
+    final = {"repeat": {"pass@1": 0.5}, "cross": {"success_pos0": 0.25}}
+    untrained = {"commit": "abc1234", "final": final, "curve": [{"rollouts": 0, "repeat": {"pass@1": 0.5}}]}
+    for method, payload in (("warmstart", warm), ("untrained", untrained)):
+        (tmp_path / "results" / "cpu" / method / "seed0").mkdir(parents=True)
+        (tmp_path / "results" / "cpu" / method / "seed0" / "results.json").write_text(json.dumps(payload))
+    report(readme)
+    block = readme.read_text().split("<!-- results-cpu:start -->", 1)[1].split("<!-- results-cpu:end -->", 1)[0]
+    assert "seed 0: 57 play + 56 curate rows, 38353 tokens, loss 1.950 -> 0.002 over 3 steps, 334 s" in block
+    assert "| Untrained (skill carry) | repeat pass@1 % | n/a (figure only) | 50.0" in block
+    assert (tmp_path / "results" / "cpu" / "learning_curves.png").exists()

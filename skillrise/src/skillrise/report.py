@@ -48,9 +48,20 @@ def curves(runs: dict[str, list[dict]], path: Path, title: str) -> None:
         METHOD_NAMES[m]: [[(pt["rollouts"], 100 * pt["repeat"]["pass@1"]) for pt in p["curve"] if "repeat" in pt]
                           for p in payloads]
         for m, payloads in runs.items()
-        if any(p["curve"] for p in payloads)
+        if m in METHOD_NAMES and any(p["curve"] for p in payloads)
     }  # fmt: skip
     plot_curves(series, path, "rollouts", "held-out repeat-mode pass@1 %", title)
+
+
+def warm_start_line(payloads: list[dict]) -> str:
+    """The CPU curation warm start's figures per seed (README deviation 10; every CPU method starts from it)."""
+    if not payloads:
+        return "Curation warm start: not run."
+    runs = "; ".join(f"seed {p['seed']}: {p['rows']['play']} play + {p['rows']['curate']} curate rows, "
+                     f"{p['tokens']} tokens, loss {p['losses'][0]:.3f} -> {p['losses'][-1]:.3f} over "
+                     f"{len(p['losses'])} steps, {p['train_seconds']:.0f} s (commit {p['commit']})"
+                     for p in payloads)  # fmt: skip
+    return f"Curation warm start (deviation 10; every row above starts from it): {runs}."
 
 
 def bench_block(path: Path) -> str:
@@ -77,8 +88,8 @@ def report(readme: Path, runs: Path | None = None) -> None:
             logger.info(f"report: filed {runs}/cpu/mechanisms in {results}/cpu/mechanisms")
     text = readme.read_text()
     cpu = load_runs(results, "cpu")
-    text = replace_block(text, "results-cpu", markdown_table(HEADER, metric_rows("TextRooms", "SmolLM2-135M-Instruct",
-                                                                                 cpu, 3)))  # fmt: skip
+    table = markdown_table(HEADER, metric_rows("TextRooms", "SmolLM2-135M-Instruct", cpu, 3))
+    text = replace_block(text, "results-cpu", f"{table}\n\n{warm_start_line(cpu.get('warmstart', []))}")
     paper = load_runs(results, "paper")
     rows = []
     for env, model in (("scienceworld", "Qwen3-4B"), ("alfworld", "Qwen3-4B"), ("webshop", "Qwen3-4B")):
