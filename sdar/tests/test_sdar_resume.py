@@ -4,6 +4,7 @@ import json
 import os
 import signal
 
+import pytest
 import torch
 from safetensors.torch import load_file
 
@@ -89,7 +90,9 @@ def test_sigterm_stops_after_the_rollout_with_a_checkpoint_that_resumes_to_the_s
         return episodes
 
     monkeypatch.setattr(MultiTurnGRPOTrainer, "_collect", collect_then_sigterm)
-    main([*common, f"trainer.output_dir={stopped}"])
+    with pytest.raises(SystemExit) as exc:  # the command ends as unfinished: 128 + SIGTERM
+        main([*common, f"trainer.output_dir={stopped}"])
+    assert exc.value.code == 143
     assert not (stopped / "results.json").exists()  # unfinished: `reproduce` would resume it
     saved = checkpoints(stopped)
     assert sorted(saved) == [1]  # the rollout in progress finished and was saved

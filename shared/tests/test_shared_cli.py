@@ -3,11 +3,13 @@ one-line configuration errors, one log file per run."""
 
 import logging
 import os
+import signal
 
 import pytest
 
 from agentrl_shared.cli import (
     RunLogHandler,
+    Stopped,
     build_parser,
     check_paper_prerequisites,
     log_to_file,
@@ -47,6 +49,23 @@ def test_pending_runs_skips_finished_runs(tmp_path):
                     (1, "grpo", "cpu/grpo/seed1")]  # fmt: skip
     paper = [run.name for *_, run in pending_runs(tmp_path, "paper", [0], ["sdar"], ["alfworld_paper"])]
     assert paper == ["seed0_alfworld_paper"]
+
+
+def test_a_signal_during_a_run_ends_the_plan_after_that_run(tmp_path):
+    """SIGTERM while a run that is not training (an evaluation, a launched subprocess) is in progress: that run ends,
+    no later run starts, the plan exits 143 (as a stopped training run does), and the handlers are given back."""
+    started = []
+    with pytest.raises(SystemExit) as exc:
+        for _, seed, method, _run in pending_runs(tmp_path, "cpu", [0, 1], ["untrained", "grpo"]):
+            os.kill(os.getpid(), signal.SIGTERM)  # arrives while the first run is in progress
+            started.append((seed, method))  # ... which is not interrupted
+    assert started == [(0, "untrained")] and exc.value.code == 143
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    # a training run stopped by a signal raises `Stopped` itself (`run_training`): the plan ends there too
+    with pytest.raises(Stopped):
+        for _ in pending_runs(tmp_path, "cpu", [0, 1], ["untrained", "grpo"]):
+            raise Stopped()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def test_configuration_errors_end_in_one_line_without_traceback(capsys):

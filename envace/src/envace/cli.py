@@ -200,11 +200,10 @@ def train(cfg: dict, method: str = "run", output: Path = Path("runs/envace"), sp
         return summarize([trajectory_record(t, s) for t, s in play_panel(trainer, panel, seeds, collector)], seeds)
 
     warn_launch_size(cfg, trainer)
+    # a signal stops training with a checkpoint and ends the command (`Stopped`): `reproduce` resumes it
     run = run_training(trainer, evaluate, lambda s: f"reward {s['reward_mean']:.3f} success {s['success_mean']:.3f}",
                        out, eval_every=env.eval_every, eval_before_train=env.eval_before_train,
                        resume_from_checkpoint=args.resume_from_checkpoint)  # fmt: skip
-    if run is None:  # stopped by a signal: the last rollout is in a checkpoint, no results (reproduce resumes it)
-        return {}
     trainer.save_model(str(out / "final"))  # weights stay under the run's folder
     if trainer.simulator is not None and trainer.accelerator.is_main_process:  # no-share: the rehearsal model too
         trainer.simulator.save_pretrained(out / "final" / SIMULATOR_DIR)

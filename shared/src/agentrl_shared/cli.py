@@ -13,8 +13,10 @@ import json
 import logging
 import os
 import shlex
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib.resources import files
@@ -152,8 +154,9 @@ def run_training(
     every rank takes the same branch at the end: the last rollout's evaluation is reused when it ran, otherwise
     every rank runs the final one. `evaluate(trainer)` returns the panel summary (the same on every rank);
     `describe(summary)` is its console line. The main process appends each point to `<out>/eval_curve.jsonl`; a
-    resumed run keeps the points logged before its checkpoint. Returns `{"curve", "final", "train_seconds"}`, or
-    None when a signal stopped training (SIGTERM/SIGINT, `RolloutCadence`: the last rollout is in a checkpoint).
+    resumed run keeps the points logged before its checkpoint. Returns `{"curve", "final", "train_seconds"}`; raises
+    `Stopped` on every rank when a signal stopped training (SIGTERM/SIGINT, `RolloutCadence`: the last rollout is in
+    a checkpoint), which ends the command, and a `reproduce` plan, without results.
     """
     import time
 
@@ -191,8 +194,11 @@ def run_training(
     trainer.train(resume_from_checkpoint=resume_from_checkpoint)
     train_s = time.perf_counter() - t0
     if trainer.stopped_by_signal:  # a checkpoint of the last finished rollout exists; `reproduce` resumes from it
-        logger.warning(f"stopped by a signal after {trainer.rollouts_done} rollouts; resume from {out}/checkpoint-*")
-        return None
+        logger.warning(
+            f"stopped by a signal after {trainer.rollouts_done} rollouts; the same command with "
+            f"trainer.resume_from_checkpoint={out}/checkpoint-<last> (`reproduce`: the same command) goes on"
+        )
+        raise Stopped()
     # the curve is the same on every rank, so every rank takes the same branch here (no lone evaluation)
     final = curve[-1] if curve and curve[-1]["rollouts"] == trainer.rollouts_done else point()
     return {
@@ -254,8 +260,8 @@ def train_on_episodes(trainer_cls, cfg: dict, method: str, out: Path, headline: 
     """`<pkg> train` of a package whose trainer plays verl-agent episodes on a shared environment (SDAR, AgentOPSD):
     load the tasks and the panel, build `trainer_cls(model, args, env, tasks)`, `run_training` (every evaluation's
     per-episode records go to `<out>/eval_episodes.jsonl`, tagged with the rollouts done), save the final
-    weights under `<out>/final`, write `<out>/results.json` (main process); returns the payload on every rank (`{}`
-    when a signal stopped the run before its end)."""
+    weights under `<out>/final`, write `<out>/results.json` (main process); returns the payload on every rank (raises
+    `Stopped` when a signal stopped the run before its end)."""
     from transformers import AutoTokenizer
 
     from .evaluation import episode_record, summarize, write_results
@@ -287,12 +293,12 @@ def train_on_episodes(trainer_cls, cfg: dict, method: str, out: Path, headline: 
 
     trainer = trainer_cls(path, args, env, tasks, processing_class=tok, peft_config=peft_config(model_cfg.lora))
     warn_launch_size(cfg, trainer)
-    run = run_training(trainer, evaluate, lambda s: f"success {s['success_rate_mean']:.3f}", out,
-                       eval_every=env.eval_every, eval_before_train=env.eval_before_train,
-                       resume_from_checkpoint=args.resume_from_checkpoint)  # fmt: skip
-    trainer.pool.close()
-    if run is None:  # stopped by a signal: no results (the run is unfinished)
-        return {}
+    try:
+        run = run_training(trainer, evaluate, lambda s: f"success {s['success_rate_mean']:.3f}", out,
+                           eval_every=env.eval_every, eval_before_train=env.eval_before_train,
+                           resume_from_checkpoint=args.resume_from_checkpoint)  # fmt: skip
+    finally:
+        trainer.pool.close()
     trainer.save_model(str(out / "final"))  # weights stay under the run's folder
     payload = training_payload(trainer, cfg, resolved, method, panel, seeds, run)
     if trainer.accelerator.is_main_process:
@@ -360,15 +366,38 @@ def pending_runs(
 ) -> Iterator[tuple[str | None, int, str, Path]]:
     """`(config, seed, method, run folder)` for every run of a plan that has not finished; a finished run (its
     `results.json` exists) is logged and skipped, so an interrupted plan resumes. Folders:
-    `<output>/<scale>/<method>/seed<seed>[_<config>]`."""
-    for config in configs:
-        for seed in seeds:
-            for method in methods:
-                run = output / scale / method / (f"seed{seed}" + (f"_{config}" if config else ""))
-                if (run / "results.json").exists():
-                    logger.info(f"reproduce: {method} seed {seed} finished earlier in {run}, not redone")
-                    continue
-                yield config, seed, method, run
+    `<output>/<scale>/<method>/seed<seed>[_<config>]`.
+
+    A SIGTERM or SIGINT ends the plan: during training the run stops after its rollout with a checkpoint and raises
+    `Stopped` (`run_training`); during a run that is not training (an evaluation, a warm start, a launched
+    subprocess, which sees the signal itself when it is sent to the process group as Slurm and Ctrl-C do) that run
+    ends first. Either way no later run starts, and the command exits with 128 + the signal's number."""
+    received: list[int] = []
+
+    def on_signal(signum, frame) -> None:
+        if received and signum == signal.SIGINT:  # a second Ctrl-C: at once
+            raise KeyboardInterrupt
+        received.append(signum)
+        logger.warning(f"{signal.Signals(signum).name}: the plan ends after the run in progress")
+
+    handlers = {}
+    if threading.current_thread() is threading.main_thread():  # (signal handlers live in the main thread)
+        handlers = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        for config in configs:
+            for seed in seeds:
+                for method in methods:
+                    run = output / scale / method / (f"seed{seed}" + (f"_{config}" if config else ""))
+                    if (run / "results.json").exists():
+                        logger.info(f"reproduce: {method} seed {seed} finished earlier in {run}, not redone")
+                        continue
+                    yield config, seed, method, run
+                    if received:
+                        logger.warning("reproduce: stopped by a signal; the same command goes on from here")
+                        raise Stopped(received[0])
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
 
 
 def accelerate_config() -> Path:
@@ -453,7 +482,10 @@ def launch(package: str, size: LaunchConfig, train_args: list[str], flags: Launc
                   f"`{package} reproduce --machine-rank R --main-process-ip HOST` adds them)")  # fmt: skip
         return
     logger.info("reproduce: " + shlex.join(cmd))
-    subprocess.run(cmd, check=True)
+    done = subprocess.run(cmd)
+    if done.returncode in (128 + signal.SIGTERM, 128 + signal.SIGINT):  # the run stopped cleanly (`Stopped`)
+        raise Stopped(done.returncode - 128)
+    done.check_returncode()
 
 
 def reproduce_paper(
@@ -666,6 +698,15 @@ def seeds_arg(text: str) -> list[int]:
         ) from None
 
 
+class Stopped(SystemExit):
+    """The end of a command that a signal stopped cleanly (a training run: its last rollout is in a checkpoint; a
+    plan: no later run started): exit status 128 + the signal's number (143 for SIGTERM), so that a script or a
+    scheduler never reads an unfinished run as done. The same command goes on from where it stopped."""
+
+    def __init__(self, signum: int = signal.SIGTERM):
+        super().__init__(128 + signum)
+
+
 class UserError(SystemExit):
     """The end of a command on a user error: exit status 2 (as argparse's usage errors), its one line on stderr."""
 
@@ -721,6 +762,7 @@ __all__ = [
     "reproduce_paper",
     "resume_args",
     "run_command",
+    "Stopped",
     "UserError",
     "run_folder",
     "seeds_arg",

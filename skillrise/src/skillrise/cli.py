@@ -270,12 +270,12 @@ def train(cfg: dict, method: str = "run", output: Path = Path("runs/skillrise"))
 
     trainer = build_trainer(cfg)
     warn_launch_size(cfg, trainer)
-    run = run_training(trainer, evaluate, eval_headline, out, eval_every=env.eval_every,
-                       eval_before_train=env.eval_before_train,
-                       resume_from_checkpoint=args.resume_from_checkpoint)  # fmt: skip
-    trainer.pool.close()
-    if run is None:  # stopped by a signal: the last rollout is in a checkpoint, no results (reproduce resumes it)
-        return {}
+    try:  # a signal stops training with a checkpoint and ends the command (`Stopped`): `reproduce` resumes it
+        run = run_training(trainer, evaluate, eval_headline, out, eval_every=env.eval_every,
+                           eval_before_train=env.eval_before_train,
+                           resume_from_checkpoint=args.resume_from_checkpoint)  # fmt: skip
+    finally:
+        trainer.pool.close()
     trainer.save_model(str(out / "final"))  # weights stay under the run's folder
     payload = training_payload(trainer, cfg, resolved, method, trial_panel(drawn), seeds, run)
     if trainer.accelerator.is_main_process:
