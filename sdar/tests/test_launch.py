@@ -44,7 +44,7 @@ def test_make_reproduce_paper_stops_at_once_without_gpus():
     ("args", "words"),
     [
         (["PAPER=vitabench2", "SCALE=paper"], "PAPER=vitabench2 does not take SCALE"),
-        (["PAPER=skillrise", "METHODS=grpo"], "PAPER=skillrise does not take METHODS (it takes: SCALE SEEDS DRY_RUN)"),
+        (["PAPER=vad", "METHODS=grpo"], "PAPER=vad does not take METHODS (it takes: SCALE SEEDS DRY_RUN)"),
         (["PAPER=envace", "CONFIGS=x"], "does not take CONFIGS"),
     ],
 )

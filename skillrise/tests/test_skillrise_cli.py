@@ -9,7 +9,16 @@ from skillrise.cli import main
 FLAGS = {
     "train": {"--config", "--output", "--method"},
     "eval": {"--config", "--output", "--method"},
-    "reproduce": {"--scale", "--seeds", "--output", "--dry-run", "--machine-rank", "--main-process-ip"},
+    "reproduce": {
+        "--scale",
+        "--seeds",
+        "--output",
+        "--dry-run",
+        "--machine-rank",
+        "--main-process-ip",
+        "--methods",
+        "--configs",
+    },
     "report": {"--runs", "--readme"},
     "mechanisms": {"--config", "--runs", "--seed", "--output"},
 }

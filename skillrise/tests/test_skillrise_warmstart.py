@@ -71,6 +71,9 @@ def test_cpu_plan_starts_every_method_from_the_warm_start(monkeypatch, tmp_path)
     cli.reproduce("cpu", [0], ["warmstart.num_tasks=0"], tmp_path / "nows")
     assert [m for m, _ in calls] == ["untrained", *cli.METHODS]
     assert ws not in {cfg["model"].name_or_path for _, cfg in calls}
+    calls.clear()  # `--methods`: those, in the plan's order, after the warm start and the untrained evaluation
+    cli.reproduce("cpu", [1], ["warmstart.num_tasks=3"], tmp_path, methods=["skillrise", "grpo"])
+    assert [m for m, _ in calls] == ["warmstart", "untrained", "grpo", "skillrise"]
 
 
 def test_warm_start_run_saves_a_model_and_its_figures(tmp_path):

@@ -18,8 +18,10 @@ from pathlib import Path
 from agentrl_shared.cli import (
     LaunchFlags,
     add_mechanisms_flags,
+    add_plan_flags,
     append_jsonl,
     build_parser,
+    check_plan,
     dump_config,
     eval_payload,
     launch_flags,
@@ -64,6 +66,7 @@ METHODS = {
     "skillrise": [],
 }  # fmt: skip
 PAPER_CONFIGS = ["scienceworld_qwen3-4b_paper", "alfworld_qwen3-4b_paper", "webshop_qwen3-4b_paper"]
+CPU_PLAN = list(METHODS)  # the CPU plan trains every method (`reproduce --methods` picks some)
 PAPER_METHODS = ["grpo", "skillrise"]  # the paper's table: SkillRise against GRPO with the matched budget
 MECHANISMS_HELP = ("success at each task position of the evaluation trials with and without the carried skill "
                    "document: untrained, GRPO-final and SkillRise-final (writes mechanisms.json)")  # fmt: skip
@@ -379,19 +382,27 @@ def method_config(config: str, method: str, overrides: list[str]) -> dict:
 
 
 def reproduce(
-    scale: str, seeds: list[int], overrides: list[str], output: Path, flags: LaunchFlags = LaunchFlags()
+    scale: str,
+    seeds: list[int],
+    overrides: list[str],
+    output: Path,
+    flags: LaunchFlags = LaunchFlags(),
+    methods: list[str] = CPU_PLAN,
+    configs: list[str] = PAPER_CONFIGS,
 ) -> None:
     """Run one scale's plan into `output/<scale>/<method>/...` (a finished run is not redone, an unfinished one goes on
     from its last checkpoint). CPU: the curation warm start when the config has one (`warmstart.num_tasks`; every
     method then starts from its checkpoint, "untrained" = warm-started, no RL), then untrained vs GRPO vs GiGPO vs
     no-carry vs reflection carry vs SkillRise on TextRooms, per seed. Paper: GRPO (matched budget) and SkillRise on each paper config, each an `accelerate launch` on its config's
-    processes (`launch:`); `flags.dry_run` prints those commands only. Tracked files are never written here:
+    processes (`launch:`); `flags.dry_run` prints those commands only. `methods` (CPU): which of `METHODS` to train
+    (the warm start and the untrained evaluation always run first); `configs`: the paper configs. Tracked files are
+    never written here:
     `skillrise report --runs <output>` copies the results into `skillrise/results/` and rebuilds the README."""
+    check_plan(methods, METHODS, configs, PACKAGE)
     if scale == "cpu":
         warm = load(CPU_CONFIG, overrides)["warmstart"].num_tasks > 0
-        for _, seed, method, run in pending_runs(
-            output, "cpu", seeds, [*(["warmstart"] * warm), "untrained", *METHODS]
-        ):
+        plan = [*(["warmstart"] * warm), "untrained", *(m for m in METHODS if m in methods)]
+        for _, seed, method, run in pending_runs(output, "cpu", seeds, plan):
             start = output / "cpu" / "warmstart" / f"seed{seed}" / "final"
             model = [f"model.name_or_path={start}"] if warm and method != "warmstart" else []
             run_overrides = [*overrides, *model, f"trainer.seed={seed}", f"trainer.output_dir={run}",
@@ -403,7 +414,7 @@ def reproduce(
             else:
                 train(method_config(CPU_CONFIG, method, run_overrides), method)
     else:
-        reproduce_paper(PACKAGE, "SkillRise", PAPER_CONFIGS, PAPER_METHODS, seeds, overrides, output, flags, load)
+        reproduce_paper(PACKAGE, "SkillRise", configs, PAPER_METHODS, seeds, overrides, output, flags, load)
     logger.info(f"reproduce: runs are in {output}; `skillrise report --runs {output}` updates skillrise/results and "
                 "the README")  # fmt: skip
 
@@ -411,6 +422,7 @@ def reproduce(
 def main(argv: list[str] | None = None) -> None:
     parser, subs = build_parser(PACKAGE, __doc__, CPU_CONFIG, list(METHODS), {"mechanisms": MECHANISMS_HELP})
     add_mechanisms_flags(subs["mechanisms"], PACKAGE, CPU_CONFIG)
+    add_plan_flags(subs["reproduce"], CPU_PLAN, list(METHODS), PAPER_CONFIGS)
     ns = parse_args(parser, subs, argv)
     setup_logging()
 
@@ -420,7 +432,8 @@ def main(argv: list[str] | None = None) -> None:
 
             report(ns.readme, ns.runs)
         elif ns.command == "reproduce":
-            reproduce(ns.scale, seeds_arg(ns.seeds), ns.overrides, ns.output, launch_flags(ns))
+            reproduce(ns.scale, seeds_arg(ns.seeds), ns.overrides, ns.output, launch_flags(ns), ns.methods.split(","),
+                      ns.configs.split(","))  # fmt: skip
         elif ns.command == "mechanisms":
             from .mechanisms import mechanisms
 
