@@ -5,14 +5,17 @@ from types import SimpleNamespace
 
 from transformers import TrainerControl
 
-from agentrl_shared.cadence import RolloutCadence
+from agentrl_shared.cadence import RolloutCadence, SignalStop
 
 
 def drive(rollout_lengths: list[int], save_steps: int, save_strategy: str = "steps") -> tuple[list[int], int]:
     """Run the callback over optimizer steps (HF marks a save due every `save_steps` steps); returns the steps
     at which a save happened and the step at which training stopped."""
     trainer = SimpleNamespace(
-        rollouts_done=0, rollout_finished=False, log_rollout_line=lambda: None, _sum_ranks=lambda *values: list(values)
+        rollouts_done=0,
+        rollout_finished=False,
+        log_rollout_line=lambda: None,
+        accelerator=SimpleNamespace(num_processes=1),
     )
     cadence = RolloutCadence(trainer)
     args = SimpleNamespace(num_rollouts=len(rollout_lengths), save_strategy=save_strategy)
@@ -50,7 +53,7 @@ def test_no_checkpoint_when_the_run_never_saves():
 
 def test_a_signal_stops_at_the_end_of_the_rollout_in_progress_with_a_checkpoint():
     trainer = SimpleNamespace(rollouts_done=1, rollout_finished=False, log_rollout_line=lambda: None,
-                              _sum_ranks=lambda *values: list(values), stopped_by_signal=False)  # fmt: skip
+                              accelerator=SimpleNamespace(num_processes=1), stopped_by_signal=False)  # fmt: skip
     cadence = RolloutCadence(trainer)
     args = SimpleNamespace(num_rollouts=5, save_strategy="no")
     cadence.signalled = "SIGTERM"  # arrives during rollout 1
@@ -59,6 +62,19 @@ def test_a_signal_stops_at_the_end_of_the_rollout_in_progress_with_a_checkpoint(
     assert not control.should_training_stop and not control.should_save
     trainer.rollout_finished = True
     cadence.on_step_end(args, None, control)  # the rollout's last step: saved and stopped, though saving is off
+    assert control.should_training_stop and control.should_save and trainer.stopped_by_signal
+
+
+def test_signal_stop_saves_and_stops_at_the_step_in_progress():
+    """`SignalStop` alone (a trainer counted in optimizer steps): nothing before the signal, then that step saves
+    and stops."""
+    trainer = SimpleNamespace(accelerator=SimpleNamespace(num_processes=1), stopped_by_signal=False)
+    stop = SignalStop(trainer)
+    control = TrainerControl()
+    stop.on_step_end(None, None, control)
+    assert not control.should_training_stop and not control.should_save and not trainer.stopped_by_signal
+    stop.signalled = "SIGTERM"
+    stop.on_step_end(None, None, control)
     assert control.should_training_stop and control.should_save and trainer.stopped_by_signal
 
 

@@ -270,3 +270,34 @@ def test_report_reads_only_filed_run_records(tmp_path):
     readme.write_text("# x\n<!-- results:start -->\n<!-- results:end -->\n")
     report(readme)
     assert "| procedural | m (c) | vad | 50.00 +- 0.00 (n=1) |" in readme.read_text()
+
+
+def test_sigterm_saves_the_step_in_progress_and_the_same_command_resumes(tmp_path, monkeypatch):
+    """A SIGTERM during step 1 of the EMA row: that step finishes and is saved with its EMA teacher, the command ends
+    as unfinished (exit 143, no results) with the handler given back; the same command then trains the last step
+    from the checkpoint and files the row."""
+    import os
+    import signal
+
+    from vad.trainer import TEACHER_EMA_FILE, VADTrainer
+
+    runs = tmp_path / "runs"
+    argv = ["train", "--config", "smoke", "--output", str(runs), "data.num_eval=2", "trainer.teacher_ema=0.5",
+            "trainer.target=direct", "trainer.reg_weight=0.0"]  # fmt: skip
+    compute_loss = VADTrainer.compute_loss
+
+    def loss_then_sigterm(self, *args, **kwargs):  # the signal arrives while step 1 is computed
+        if self.state.global_step == 0:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return compute_loss(self, *args, **kwargs)
+
+    monkeypatch.setattr(VADTrainer, "compute_loss", loss_then_sigterm)
+    with pytest.raises(SystemExit) as exc:
+        cli.run(argv)
+    assert exc.value.code == 143 and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    [run] = (runs / "smoke").iterdir()
+    assert sorted(p.name for p in (run / "trainer").glob("checkpoint-*")) == ["checkpoint-1"]
+    assert (run / "trainer" / "checkpoint-1" / TEACHER_EMA_FILE).exists() and not (run / "results.json").exists()
+    monkeypatch.undo()
+    record = cli.run(argv)  # the same command: resumes at step 1, trains step 2 (smoke max_steps), files the row
+    assert record["steps"] == 2 and (run / "results.json").exists()

@@ -67,23 +67,18 @@ def rollout_lr_factor(schedule: str, rollout: int, num_rollouts: int, warmup_rol
     return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))  # cosine
 
 
-class RolloutCadence(TrainerCallback, ExportableState):
-    """Ends training after `num_rollouts` rollouts (at the optimizer step that finishes the last one); one console
-    line per rollout, every logged metric to `<output_dir>/metrics.jsonl` (and to `report_to`, by TRL).
+class SignalStop(TrainerCallback):
+    """SIGTERM (a cluster's pre-emption) or SIGINT stops a run cleanly: the optimizer step in progress finishes, is
+    saved (even when `save_strategy="no"`) and training ends with `trainer.stopped_by_signal` set, which the
+    package's `train` turns into `agentrl_shared.cli.Stopped` (exit 143; the same command resumes). The ranks agree
+    at every step end (one all-reduce), so a signal that reached one rank stops all of them at the same step. A
+    second SIGINT interrupts at once. For trainers counted in optimizer steps (VAD); `RolloutCadence` stops at a
+    rollout's end instead."""
 
-    A save that HF's `save_steps` makes due inside a rollout happens at that rollout's end; the last rollout is always
-    saved (unless `save_strategy="no"`). The rollout count is saved in every checkpoint's `trainer_state.json` and
-    restored on resume, so a resumed run continues the rollout-counted LR schedule and group ids and stops after
-    `num_rollouts` rollouts in all (the HF loop skips the data batches of the optimizer steps already taken, so the
-    sampler resumes at the same task group; HF restores each rank's RNG states).
-
-    SIGTERM (a cluster's pre-emption) or SIGINT stops the run cleanly: the rollout in progress finishes, is saved
-    and training ends (`trainer.stopped_by_signal`); the ranks agree at every rollout end (one all-reduce), so a
-    signal that reached one rank stops all of them at the same step. A second SIGINT interrupts at once."""
+    unit = "step"  # what finishes before the stop (the console line)
 
     def __init__(self, trainer):
         self.trainer = trainer
-        self.save_pending = False
         self.signalled: str | None = None
         self._previous_handlers: dict = {}
 
@@ -91,14 +86,18 @@ class RolloutCadence(TrainerCallback, ExportableState):
         if self.signalled == "SIGINT" and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.signalled = signal.Signals(signum).name
-        logger.warning(f"{self.signalled}: stopping after this rollout, with a checkpoint (SIGINT again: at once)")
+        logger.warning(f"{self.signalled}: stopping after this {self.unit}, with a checkpoint (SIGINT again: at once)")
 
-    def state(self) -> dict:
-        return {"args": {}, "attributes": {"rollouts_done": self.trainer.rollouts_done}}
+    def signalled_on_any_rank(self) -> bool:
+        """Whether a signal reached any rank (every rank gets the same answer: one all-reduce)."""
+        flag = float(self.signalled is not None)
+        accelerator = self.trainer.accelerator
+        if accelerator.num_processes == 1:
+            return flag > 0
+        total = accelerator.reduce(torch.tensor([flag], device=accelerator.device), reduction="sum")
+        return total.item() > 0
 
     def on_train_begin(self, args, state, control, **kwargs):
-        # a fresh state holds this callback's state at construction (0); a resumed one the checkpoint's
-        self.trainer.rollouts_done = state.stateful_callbacks[type(self).__name__]["attributes"]["rollouts_done"]
         self.trainer.stopped_by_signal = False
         if threading.current_thread() is threading.main_thread():  # (signal handlers live in the main thread)
             for sig in (signal.SIGTERM, signal.SIGINT):
@@ -108,6 +107,39 @@ class RolloutCadence(TrainerCallback, ExportableState):
         for sig, handler in self._previous_handlers.items():
             signal.signal(sig, handler)
         self._previous_handlers.clear()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.signalled_on_any_rank():
+            self.trainer.stopped_by_signal = True
+            control.should_training_stop = control.should_save = True
+
+
+class RolloutCadence(SignalStop, ExportableState):
+    """Ends training after `num_rollouts` rollouts (at the optimizer step that finishes the last one); one console
+    line per rollout, every logged metric to `<output_dir>/metrics.jsonl` (and to `report_to`, by TRL).
+
+    A save that HF's `save_steps` makes due inside a rollout happens at that rollout's end; the last rollout is always
+    saved (unless `save_strategy="no"`). The rollout count is saved in every checkpoint's `trainer_state.json` and
+    restored on resume, so a resumed run continues the rollout-counted LR schedule and group ids and stops after
+    `num_rollouts` rollouts in all (the HF loop skips the data batches of the optimizer steps already taken, so the
+    sampler resumes at the same task group; HF restores each rank's RNG states).
+
+    A signal stops the run as `SignalStop` says, at the end of the rollout in progress: the ranks agree at every
+    rollout end (one all-reduce), so a signal that reached one rank stops all of them at the same step."""
+
+    unit = "rollout"
+
+    def __init__(self, trainer):
+        super().__init__(trainer)
+        self.save_pending = False
+
+    def state(self) -> dict:
+        return {"args": {}, "attributes": {"rollouts_done": self.trainer.rollouts_done}}
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        # a fresh state holds this callback's state at construction (0); a resumed one the checkpoint's
+        self.trainer.rollouts_done = state.stateful_callbacks[type(self).__name__]["attributes"]["rollouts_done"]
+        super().on_train_begin(args, state, control, **kwargs)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if state.is_world_process_zero and logs:
@@ -127,13 +159,11 @@ class RolloutCadence(TrainerCallback, ExportableState):
         t.log_rollout_line()
         if self.save_pending:
             control.should_save, self.save_pending = True, False
-        if t._sum_ranks(float(self.signalled is not None))[0] > 0:  # every rank takes the same decision
-            t.stopped_by_signal = True
-            control.should_training_stop = control.should_save = True
+        super().on_step_end(args, state, control)  # a signal: saved and stopped here, on every rank
         if t.rollouts_done >= args.num_rollouts:
             control.should_training_stop = True
             # the last finished rollout is always in a checkpoint when the run saves at all
             control.should_save = control.should_save or args.save_strategy != "no"
 
 
-__all__ = ["GroupedTaskSampler", "RolloutCadence", "rollout_lr_factor"]
+__all__ = ["GroupedTaskSampler", "RolloutCadence", "SignalStop", "rollout_lr_factor"]

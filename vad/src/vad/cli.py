@@ -29,6 +29,7 @@ set_offline_env()  # before transformers / trl are imported
 # the command line needs none of TRL, transformers or torch: they load when a command runs (`vad --help` stays fast)
 from agentrl_shared.cli import (  # noqa: E402
     LaunchFlags,
+    Stopped,
     build_parser,
     launch,
     launch_flags,
@@ -340,7 +341,8 @@ def check_resumable(args: VADConfig) -> None:
 
 
 def train(cfg: dict, output: str, callbacks: list | None = None) -> dict:
-    """Train one row, evaluate the trained student, write `results.json` (rank 0); returns the record (or {}).
+    """Train one row, evaluate the trained student, write `results.json` (rank 0); returns the record (or {}). A
+    SIGTERM/SIGINT saves the step in progress and ends the command (`Stopped`, exit 143): the same command resumes.
 
     The run is filed under the row its switches define (`config.row_label`), whatever asked for it. `callbacks`:
     extra `transformers.TrainerCallback`s (e.g. `vad.gpu_check`'s time budget).
@@ -366,6 +368,10 @@ def train(cfg: dict, output: str, callbacks: list | None = None) -> dict:
     checkpoints = list(Path(args.output_dir).glob("checkpoint-*"))  # resumed with the EMA teacher, if any
     trainer.train(resume_from_checkpoint=bool(checkpoints) or None)
     train_s = time.perf_counter() - started
+    if trainer.stopped_by_signal:  # (`SignalStop`) the step in progress is in a checkpoint; the same command resumes
+        logger.warning("%s seed %d: stopped by a signal at step %d; the same command goes on from %s", row, args.seed,
+                       trainer.state.global_step, args.output_dir)  # fmt: skip
+        raise Stopped()
     if is_main:
         write_json(out / "log_history.json", {"log_history": trainer.state.log_history})
     generate = generator_for(cfg, trainer.model, processor, trainer)

@@ -18,6 +18,7 @@ from trl.data_utils import apply_chat_template, prepare_multimodal_messages
 from trl.models import prepare_deepspeed
 from trl.trainer.utils import create_model_from_path, get_config_model_id
 
+from agentrl_shared.cadence import SignalStop
 from agentrl_shared.generation import matched_vllm_engine, sync_vllm_weights
 from agentrl_shared.lora import adapters_disabled
 from agentrl_shared.sampling import check_is_sampling
@@ -118,6 +119,7 @@ class VADTrainer(GRPOTrainer):
             self._setup_teacher()
         if args.teacher_ema is not None:
             self.add_callback(TeacherEMACallback(self))
+        self.add_callback(SignalStop(self))  # SIGTERM/SIGINT: this step saved (with the EMA teacher), then stop
 
     def _setup_teacher(self) -> None:
         """pi_theta_bar: a frozen copy of the initial student (Sec. 3.1), rebuilt from its path like TRL's ref model.
