@@ -2,6 +2,7 @@
 config's prompts, and the CPU plan starting every method from the warm-started model."""
 
 import os
+import re
 
 import pytest
 
@@ -50,8 +51,12 @@ def test_gold_rows_on_the_cpu_config_teach_the_formats_not_the_tasks():
         text = env.curate_prefix + tok.decode(r.completion_ids, skip_special_tokens=True)
         assert text.startswith("<skill>") and text.rstrip().endswith("</skill>"), text
         assert "Task: " in tok.decode(r.prompt_ids)  # TextRooms' attempt names its target
-    for r in play:  # reading rows: each was shown a non-empty document
-        assert "The target object is" in tok.decode(r.prompt_ids)
+    shown = ["The target object is" in tok.decode(r.prompt_ids) for r in play]
+    assert any(shown) and not all(shown)  # reading rows (a document shown) and first attempts (none)
+    admissible = re.compile(r"Admissible actions: (.*)\.\nAnswer with one admissible action\.")
+    for r in play:  # every gold action is one of its prompt's admissible actions
+        action = tok.decode(r.completion_ids, skip_special_tokens=True).removesuffix("</action>")
+        assert action in admissible.findall(tok.decode(r.prompt_ids))[-1].split(", "), action
     with pytest.raises(ValueError, match="over trainer.max_completion_length"):
         warmup_rows(trials, 8)
 

@@ -13,8 +13,10 @@ two formats, and nothing about the real task:
   (else it tries a door it has no note against), and curates by writing what the attempt showed, in the
   abstracted form the curate prompt asks for (`document_lines`: the room where the target object was seen, or the
   rooms it was not in);
-- `warmup_rows` keeps every curate row (writing) and the solve rows of won episodes that were shown a non-empty
-  document (reading); `agentrl_shared.sft` fits them.
+- `warmup_rows` keeps every curate row (writing) and the solve rows of every won episode: those shown a document
+  (reading it) and those shown none (acting on the admissible list alone, so that a first attempt still goes to a
+  door: without them the model answered "go to <the task's object>" there and never won at position 1);
+  `agentrl_shared.sft` fits them.
 
 Every method of the CPU plan starts from the warm-started model, the untrained row included.
 """
@@ -117,13 +119,13 @@ def gold_trials(runner: TrialRunner, tasks: list[dict], K: int, curator: Scripte
 
 
 def warmup_rows(trials: list[Trial], max_completion_length: int) -> list[Row]:
-    """Every curate row (writing the document) and each solve row of a won episode that was shown a non-empty
-    document (reading it). Raises when a gold completion is longer than `max_completion_length` (the RL rollout would
-    cut it, and a cut document has no closing tag)."""
+    """Every curate row (writing the document) and each solve row of a won episode, with or without a document
+    shown (reading it; acting from the admissible actions when it is empty). Raises when a gold completion is longer
+    than `max_completion_length` (the RL rollout would cut it, and a cut document has no closing tag)."""
     rows = []
     for t in trials:
         for p, ep in enumerate(t.episodes):
-            if ep is not None and ep.won and t.documents[p]:
+            if ep is not None and ep.won:
                 rows += ep.rows
             if p in t.carry_rows:
                 rows.append(t.carry_rows[p])
