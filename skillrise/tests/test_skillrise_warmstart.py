@@ -109,12 +109,18 @@ def test_report_files_the_warm_start_line_beside_the_table(tmp_path):
     warm = {"commit": "abc1234", "seed": 0, "rows": {"play": 57, "curate": 56}, "tokens": 38353,
             "losses": [1.95, 0.3, 0.002], "train_seconds": 334.0}  # fmt: skip
     final = {"repeat": {"pass@1": 0.5}, "cross": {"success_pos0": 0.25}}
-    untrained = {"commit": "abc1234", "final": final, "curve": [{"rollouts": 0, "repeat": {"pass@1": 0.5}}]}
-    for method, payload in (("warmstart", warm), ("untrained", untrained)):
-        (tmp_path / "results" / "cpu" / method / "seed0").mkdir(parents=True)
-        (tmp_path / "results" / "cpu" / method / "seed0" / "results.json").write_text(json.dumps(payload))
+    untrained = {"commit": "abc1234", "final": final, "curve": [{"rollouts": 0, "repeat": {"pass@1": 0.5}}],
+                 "eval_seconds": 300.0}  # fmt: skip
+    grpo = [{"commit": "abc1234", "final": final, "curve": [], "train_seconds": t} for t in (600.0, 720.0)]
+    for method, seed, payload in (("warmstart", 0, warm), ("untrained", 0, untrained), ("grpo", 0, grpo[0]),
+                                  ("grpo", 1, grpo[1])):  # fmt: skip
+        (tmp_path / "results" / "cpu" / method / f"seed{seed}").mkdir(parents=True)
+        (tmp_path / "results" / "cpu" / method / f"seed{seed}" / "results.json").write_text(json.dumps(payload))
     report(readme)
     block = readme.read_text().split("<!-- results-cpu:start -->", 1)[1].split("<!-- results-cpu:end -->", 1)[0]
     assert "seed 0: 57 play + 56 curate rows, 38353 tokens, loss 1.950 -> 0.002 over 3 steps, 334 s" in block
     assert "| Untrained (skill carry) | repeat pass@1 % | n/a (figure only) | 50.0" in block
+    assert (
+        "Untrained (skill carry) 5.0 min (n = 1); GRPO (group 24 matched; 12 at CPU scale) 11.0 min (n = 2)." in block
+    )
     assert (tmp_path / "results" / "cpu" / "learning_curves.png").exists()

@@ -64,6 +64,19 @@ def warm_start_line(payloads: list[dict]) -> str:
     return f"Curation warm start (deviation 10; every row above starts from it): {runs}."
 
 
+def times_line(runs: dict[str, list[dict]]) -> str:
+    """Each CPU run's wall time from its result files, mean over seeds (training: the rollouts, `train_seconds`; the
+    untrained row: its evaluation, `eval_seconds`)."""
+    parts = []
+    for method, name in METHOD_NAMES.items():
+        key = "eval_seconds" if method == "untrained" else "train_seconds"
+        values = [p[key] for p in runs.get(method, [])]
+        if values:
+            parts.append(f"{name} {sum(values) / len(values) / 60:.1f} min (n = {len(values)})")
+    what = "evaluation of the untrained row, rollouts of a trained one (its final evaluation not included)"
+    return f"Time per run, mean over seeds ({what}): {'; '.join(parts)}." if parts else ""
+
+
 def bench_block(path: Path) -> str:
     """The SkillRise/GRPO cost ratio from `bench-results.json`, or `not run`."""
     data = json.loads(path.read_text()) if path.exists() else {}
@@ -89,7 +102,8 @@ def report(readme: Path, runs: Path | None = None) -> None:
     text = readme.read_text()
     cpu = load_runs(results, "cpu")
     table = markdown_table(HEADER, metric_rows("TextRooms", "SmolLM2-135M-Instruct", cpu, 3))
-    text = replace_block(text, "results-cpu", f"{table}\n\n{warm_start_line(cpu.get('warmstart', []))}")
+    notes = "\n\n".join(line for line in (warm_start_line(cpu.get("warmstart", [])), times_line(cpu)) if line)
+    text = replace_block(text, "results-cpu", f"{table}\n\n{notes}")
     paper = load_runs(results, "paper")
     rows = []
     for env, model in (("scienceworld", "Qwen3-4B"), ("alfworld", "Qwen3-4B"), ("webshop", "Qwen3-4B")):
