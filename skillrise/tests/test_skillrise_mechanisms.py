@@ -153,3 +153,18 @@ def test_the_untrained_row_runs_alone(tmp_path, policy):
     assert "| GRPO-final | not run |" in rows and "| SkillRise-final | not run |" in rows
     assert "| untrained | repeat (pass@p) | 2 |" in rows
     assert "| untrained | not run" in table(None)
+
+
+def test_models_of_starts_from_the_warm_start_when_the_plan_made_one(tmp_path):
+    from types import SimpleNamespace
+
+    from skillrise.mechanisms import models_of
+
+    cfg = {"model": SimpleNamespace(name_or_path="smollm2-135m")}
+    assert models_of(cfg, tmp_path, 0) == {"untrained": "smollm2-135m"}
+    for method in ("warmstart", "grpo"):
+        (tmp_path / "cpu" / method / "seed0" / "final").mkdir(parents=True)
+        (tmp_path / "cpu" / method / "seed0" / "final" / "config.json").write_text("{}")
+    final = {m: str(tmp_path / "cpu" / m / "seed0" / "final") for m in ("warmstart", "grpo")}
+    assert models_of(cfg, tmp_path, 0) == {"untrained": final["warmstart"], "grpo": final["grpo"]}
+    assert models_of(cfg, tmp_path, 1) == {"untrained": "smollm2-135m"}  # another seed's plan: not made

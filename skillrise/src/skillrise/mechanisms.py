@@ -41,10 +41,12 @@ PROTOCOLS = {"repeat": "repeat (pass@p)", "cross": "cross (won at p)"}
 
 
 def models_of(cfg: dict, runs: Path, seed: int) -> dict[str, str]:
-    """`{"untrained": the config's model, "grpo": ..., "skillrise": ...}`: the trained models are the CPU plan's
-    `<runs>/cpu/<method>/seed<seed>/final` where they exist (`skillrise reproduce` trains them); a missing one is left
-    out (its row stays not run)."""
-    out = {"untrained": cfg["model"].name_or_path}
+    """`{"untrained": ..., "grpo": ..., "skillrise": ...}`: the untrained model is the one the CPU plan's methods start
+    from, its curation warm start `<runs>/cpu/warmstart/seed<seed>/final` where it exists (README deviation 10), else
+    the config's model; the trained models are the CPU plan's `<runs>/cpu/<method>/seed<seed>/final` where they exist
+    (`skillrise reproduce` trains them); a missing one is left out (its row stays not run)."""
+    warm = runs / "cpu" / "warmstart" / f"seed{seed}" / "final"
+    out = {"untrained": str(warm) if (warm / "config.json").is_file() else cfg["model"].name_or_path}
     for method in ("grpo", "skillrise"):
         final = runs / "cpu" / method / f"seed{seed}" / "final"
         if (final / "config.json").is_file():
