@@ -54,18 +54,18 @@ def test_pending_runs_skips_finished_runs(tmp_path):
 def test_a_signal_during_a_run_ends_the_plan_after_that_run(tmp_path):
     """SIGTERM while a run that is not training (an evaluation, a launched subprocess) is in progress: that run ends,
     no later run starts, the plan exits 143 (as a stopped training run does), and the handlers are given back."""
-    started = []
+    started, before = [], {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     with pytest.raises(SystemExit) as exc:
         for _, seed, method, _run in pending_runs(tmp_path, "cpu", [0, 1], ["untrained", "grpo"]):
             os.kill(os.getpid(), signal.SIGTERM)  # arrives while the first run is in progress
             started.append((seed, method))  # ... which is not interrupted
     assert started == [(0, "untrained")] and exc.value.code == 143
-    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    assert {sig: signal.getsignal(sig) for sig in before} == before  # (SIGINT is ignored under nohup)
     # a training run stopped by a signal raises `Stopped` itself (`run_training`): the plan ends there too
     with pytest.raises(Stopped):
         for _ in pending_runs(tmp_path, "cpu", [0, 1], ["untrained", "grpo"]):
             raise Stopped()
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert {sig: signal.getsignal(sig) for sig in before} == before
 
 
 def test_configuration_errors_end_in_one_line_without_traceback(capsys):
@@ -228,7 +228,7 @@ def test_a_multi_machine_launch_needs_this_machines_rank(monkeypatch, capsys):
     with pytest.raises(ConfigError, match="--machine-rank R .0 to 1. and --main-process-ip"):
         launch("pkg", two, ["--config", "c"], LaunchFlags())
     commands = []
-    monkeypatch.setattr(subprocess, "run", lambda cmd, check: commands.append(cmd))
+    monkeypatch.setattr(subprocess, "run", lambda cmd: commands.append(cmd) or subprocess.CompletedProcess(cmd, 0))
     launch("pkg", two, ["--config", "c"], LaunchFlags(machine_rank=1, main_process_ip="10.0.0.1"))
     (cmd,) = commands
     assert cmd[cmd.index("--num_machines") :][:6] == ["--num_machines", "2", "--machine_rank", "1", "--main_process_ip",
