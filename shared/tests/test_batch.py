@@ -27,6 +27,19 @@ def test_plan_uses_every_row_once_and_keeps_ranks_in_lock_step(world, n_rows):
         assert plan.step_tokens[j] == sum(loss_tokens[i] for i in rows)
 
 
+@pytest.mark.parametrize("world", [1, 2, 3])
+@pytest.mark.parametrize("n_rows", [1, 7, 33])
+@pytest.mark.parametrize("per_chunk", [1, 3, 8, 64])
+def test_log_prob_chunks_hold_each_rank_s_rows_once_and_are_as_many_on_every_rank(world, n_rows, per_chunk):
+    plan = plan_steps([10] * n_rows, [1] * n_rows, world, micro_rows=4, micro_per_step=2)
+    chunks = [plan.chunks(rank, per_chunk) for rank in range(world)]
+    assert len({len(c) for c in chunks}) == 1  # the same number of no-grad forwards on every rank (ZeRO-3)
+    assert len(chunks[0]) == max(1, -(-max(len(r) for r in plan.ranks) // per_chunk))
+    for rank in range(world):
+        assert [i for c in chunks[rank] for i in c] == plan.ranks[rank]  # every row once, in training order
+        assert all(len(c) <= per_chunk for c in chunks[rank])
+
+
 def test_balance_rows_by_tokens():
     tokens = [100, 90, 80, 10, 10, 10, 5, 5]
     ranks = balance_rows(tokens, 2)

@@ -7,7 +7,6 @@ operations and completes it from SDAR's RLSD trainer, whose code it is a copy of
 """
 
 import math
-import time
 
 import torch
 
@@ -38,7 +37,7 @@ class AgentOPSDTrainer(MultiTurnGRPOTrainer):
     The reweighting needs every turn of every episode before any update, in the official order
     (`opsd_ray_trainer.py`: `old_log_prob`, then the teacher forward, then the "adv" block): the rollout-time student
     log-probs and the teacher log-probs (same weights, skill-prefixed prompts, no grad) are computed once per row, in
-    the planned micro-batches (every rank runs the same number of forwards, ZeRO-3 lock-step); the per-row gaps
+    chunks of `log_prob_micro_batch_rows` rows (every rank runs the same number of forwards, ZeRO-3 lock-step); the per-row gaps
     delta = l^T - l^S are all-gathered, and every rank computes the same advantages for all rows:
         turn:  A_hat_k = A_k * ((1 - lam) + lam * m_k)  (`credit.turn_advantages`, per episode),
         token: A_hat_t = A * ((1 - lam) + lam * m_t)    (`credit.token_advantages`, per row).
@@ -100,34 +99,29 @@ class AgentOPSDTrainer(MultiTurnGRPOTrainer):
     def _extra_forwards(self, micro_batches, indices, rows, plan) -> None:
         """The teacher forward and the advantage reshaping, before any update, in the official order
         (`opsd_ray_trainer.py`: `old_log_prob = actor.compute_log_prob(batch)`, then the teacher forward on
-        `build_teacher_batch`, then the "adv" block). Once per row in the planned micro-batches, the same number of
-        forwards on every rank (ZeRO-3 lock-step); the per-row gaps delta = l^T - l^S are all-gathered and every rank
+        `build_teacher_batch`, then the "adv" block). Once per row, in chunks of `log_prob_micro_batch_rows` rows
+        (verl's `compute_log_prob` batch size), the same number of forwards on every rank (ZeRO-3 lock-step); the
+        per-row gaps delta = l^T - l^S are all-gathered and every rank
         computes the same advantages for all rows (`_credit`)."""
         if not self.uses_teacher:
             return
         reweight = self.args.credit != "grpo"
-        gaps = {}  # global row index -> (C_row,) delta = l^T - l^S
-        for index, batch in zip(indices, micro_batches, strict=True):
-            ids = (batch["prompt_ids"], batch["prompt_mask"], batch["completion_ids"], batch["completion_mask"])
-            t0 = time.perf_counter()
-            teacher = self._teacher_logps(batch)
+        teacher = self._teacher_row_logps(rows, plan)  # global row index -> (C_i,) l^T
+        for batch in micro_batches:
             del batch["teacher_prompt_ids"], batch["teacher_prompt_mask"]
-            self.timings["teacher_logps_s"] += time.perf_counter() - t0
-            if self.args.sdl_coef != 0.0:  # Skill-SD baseline: its loss term reads the teacher
-                batch["teacher_per_token_logps"] = teacher
-            if reweight:
-                # the rollout-time student log-probs (theta_old; computed by the base when the rollout makes more
-                # than one optimizer step)
-                student = batch.get("old_per_token_logps")
-                if student is None:
-                    t0 = time.perf_counter()
-                    student = self._logps(self.model, *ids, shared_prefix=self.args.shared_prefix_policy)
-                    self.timings["old_logps_s"] += time.perf_counter() - t0
-                delta = (teacher - student).float().cpu()
-                for b, i in enumerate(index):
-                    gaps[i] = delta[b, : len(rows[i].completion_ids)].clone()  # not a view: gathered
+        if self.args.sdl_coef != 0.0:  # Skill-SD baseline: its loss term reads the teacher
+            self._to_micro_batches(teacher, micro_batches, indices, "teacher_per_token_logps")
         if not reweight:
             return
+        # the rollout-time student log-probs l^S (theta_old): the base's when the rollout makes more than one
+        # optimizer step, else a forward of their own in the same chunks
+        if plan.num_steps > 1:
+            student = {i: b["old_per_token_logps"][k, : len(rows[i].completion_ids)]
+                       for b, index in zip(micro_batches, indices, strict=True) for k, i in enumerate(index)}  # fmt: skip
+        else:
+            forward = self._logps_of(self.model, shared_prefix=self.args.shared_prefix_policy)
+            student = self._row_logps(rows, plan, forward, "old_logps_s")
+        gaps = {i: (teacher[i] - student[i]).float().cpu() for i in teacher}  # (C_i,) delta = l^T - l^S
 
         # --- AgentOPSD change: reshape the advantages of all rows before any update (opsd_ray_trainer.py, "adv") ---
         for part in self._all_ranks(gaps):  # every rank gets every row's gaps and computes the same credit

@@ -81,6 +81,7 @@ cfg = load(
         "trainer.weight_decay=0.0",
         "trainer.max_grad_norm=0.0",
         "trainer.micro_batch_rows=2",
+        "trainer.log_prob_micro_batch_rows=4",  # no-grad forwards in chunks that cut across micro-batches
         "trainer.gradient_accumulation_steps=8",  # 16 rows per rank per step: the rollout is one optimizer step
         "trainer.max_completion_length=4",
         "env.max_turns=3",

@@ -65,6 +65,10 @@ class EnvACEConfig(GRPOConfig):
             so that the rollout is exactly one optimizer step); the trainer sets this field to the largest size a
             rollout can need (episodes per rank x most rows per episode / `gradient_accumulation_steps`, rounded up),
             which is what [`~agentrl_shared.trainer.MultiTurnGRPOTrainer`] bounds the HF loop's `max_steps` with.
+        log_prob_micro_batch_rows (`int`, *optional*): rows per no-grad forward (theta_old when a rollout makes several
+            optimizer steps, the reference when `beta` > 0), verl `log_prob_micro_batch_size_per_gpu`
+            (`run_checklist_share.sh`: 8); None: `micro_batch_rows`. Under the shared-prefix forwards a larger chunk
+            runs a shared prompt prefix once for more rows. Every rank runs the same number of these forwards.
 
     Batching: a rollout plays `per_device_train_batch_size * steps_per_generation` episodes per rank and makes one
     optimizer step over all its rows (`use_adaptive_ppo_mini_batch_size=True`, `ppo_mini_update_num=1`) in
@@ -93,6 +97,12 @@ class EnvACEConfig(GRPOConfig):
     num_rollouts: int = field(default=470, metadata={"help": "Training length in rollouts. Paper: 470 (one epoch)."})
     micro_batch_rows: int | None = field(
         default=None, metadata={"help": "Derived by the trainer (rows per forward are sized per rollout); not set."}
+    )
+    log_prob_micro_batch_rows: int | None = field(
+        default=None,
+        metadata={
+            "help": "Rows per no-grad forward (verl log_prob_micro_batch_size_per_gpu); None: micro_batch_rows."
+        },
     )
 
     # --- re-defaulted GRPOConfig fields (run_checklist_share.sh, verl ppo_trainer.yaml) ---

@@ -235,10 +235,16 @@ def evaluation_pass(panel: int = 64, chunk: int = 16, repeats: int = 1) -> dict:
     return out
 
 
-def _time_forwards(model, batches: list[dict], pad: int, repeats: int, backward: bool = True) -> dict:
+# the trainer's no-grad chunks (`log_prob_micro_batch_rows`)
+CHUNKED = "teacher forward, shared prefix, log-prob chunks"
+
+
+def _time_forwards(model, batches: list[dict], pad: int, repeats: int, backward: bool = True,
+                   chunks: list[dict] | None = None) -> dict:  # fmt: skip
     """Seconds per pass over `batches` of: the student forward with grad and its backward (the loss forward; without
     `backward`, its no-grad forward only), the teacher's plain no-grad forward (TRL's) and its shared-prefix forward
-    (`agentrl_shared.prefix`), interleaved."""
+    (`agentrl_shared.prefix`), interleaved; with `chunks` (the same rows cut into the trainer's no-grad chunks of
+    `log_prob_micro_batch_rows`), also the shared-prefix teacher forward over those."""
     import torch
 
     from agentrl_shared.prefix import shared_prefix_logps
@@ -263,12 +269,17 @@ def _time_forwards(model, batches: list[dict], pad: int, repeats: int, backward:
             with torch.no_grad(), clock("teacher forward, shared prefix"):
                 shared = shared_prefix_logps(model, b["teacher_prompt_ids"], b["teacher_prompt_mask"], *c, pad)
             gap = max(gap, (ref - shared)[c[1].bool()].abs().max().item())
+        for b in chunks or []:
+            with torch.no_grad(), clock(CHUNKED):
+                shared_prefix_logps(model, b["teacher_prompt_ids"], b["teacher_prompt_mask"], b["completion_ids"],
+                                    b["completion_mask"], pad)  # fmt: skip
     model.zero_grad(set_to_none=True)
     out = {k: {"wall": clock.wall[k] / repeats, "cpu": clock.cpu[k] / repeats} for k in clock.wall}
     for kind in ("wall", "cpu"):
-        out[f"teacher_plain_over_shared_{kind}"] = (
-            out["teacher forward, plain"][kind] / out["teacher forward, shared prefix"][kind]
-        )
+        plain_s = out["teacher forward, plain"][kind]
+        out[f"teacher_plain_over_shared_{kind}"] = plain_s / out["teacher forward, shared prefix"][kind]
+        if chunks:
+            out[f"teacher_plain_over_shared_chunks_{kind}"] = plain_s / out[CHUNKED][kind]
     out["max_abs_logp_diff"] = gap
     out["teacher_tokens"] = int(sum(b["teacher_prompt_mask"].sum() for b in batches))
     out["student_tokens"] = int(sum(b["prompt_mask"].sum() for b in batches))
@@ -281,7 +292,8 @@ def teacher_forward(repeats: int = 2, paper_rows: int = 4) -> dict:
     """Which forward dominates, and the shared-prefix teacher forward against the plain one, at two shapes.
 
     - `cpu`: the CPU config's rows: one SDAR training rollout of 16 TextRooms episodes (SmolLM2-135M, greedy, the
-      config's prompt length, history and skills), cut into its `micro_batch_rows` micro-batches in rollout order.
+      config's prompt length, history and skills), cut into its `micro_batch_rows` micro-batches in rollout order,
+      and the teacher also over the trainer's no-grad chunks of `log_prob_micro_batch_rows` rows.
     - `paper`: `PAPER_CONFIG`'s lengths with SmolLM2-135M: teacher prompts of `max_prompt_length`
       (the ALFWorld skill block of one task type, then the rest of the row's prompt: random tokens, no two rows
       alike past the block), completions of `max_completion_length`; `paper_rows` rows of one task (a 32-row
@@ -302,6 +314,7 @@ def teacher_forward(repeats: int = 2, paper_rows: int = 4) -> dict:
     add_fused_lm_head(model, temperature=1.0)
     cpu = load(CPU_CONFIG, [])
     pad, micro = tok.pad_token_id, cpu["trainer"].micro_batch_rows
+    chunk = cpu["trainer"].log_prob_micro_batch_rows or micro
     tasks = load_tasks("textrooms", "train", **cpu["env"].task_kwargs)[:2]
     pool, collector = _collector(tok, 16)
     collector.teacher_transform = lambda text, task: teacher_prompt(text, teacher_skills("textrooms", task, text))
@@ -315,7 +328,14 @@ def teacher_forward(repeats: int = 2, paper_rows: int = 4) -> dict:
                       teacher_prompts=[r.teacher_prompt_ids for r in rows[i : i + micro]])[0]
         for i in range(0, len(rows), micro)
     ]  # fmt: skip
-    out = {"cpu": _time_forwards(model, batches, pad, repeats)}
+    chunks = [
+        rows_to_batch([r.prompt_ids for r in rows[i : i + chunk]], [r.completion_ids for r in rows[i : i + chunk]],
+                      [True] * len(rows[i : i + chunk]), [0.0] * len(rows[i : i + chunk]), pad,
+                      teacher_prompts=[r.teacher_prompt_ids for r in rows[i : i + chunk]])[0]
+        for i in range(0, len(rows), chunk)
+    ]  # fmt: skip
+    out = {"cpu": _time_forwards(model, batches, pad, repeats, chunks=chunks)}
+    out["cpu"]["micro_batch_rows"], out["cpu"]["log_prob_micro_batch_rows"] = micro, chunk
 
     paper = yaml.safe_load((Path(__file__).parent / "configs" / f"{PAPER_CONFIG}.yaml").read_text())  # as written
     P, C = paper["env"]["max_prompt_length"], paper["trainer"]["max_completion_length"]
@@ -457,6 +477,10 @@ def _print_teacher(tf: dict) -> None:
             print(f"    {stage:42s} {f[stage]['wall']:8.2f} {f[stage]['cpu']:8.2f}")
         print(f"    {'teacher plain / shared prefix':42s} {f['teacher_plain_over_shared_wall']:8.2f} "
               f"{f['teacher_plain_over_shared_cpu']:8.2f}   max |logp diff| {f['max_abs_logp_diff']:.1e}")  # fmt: skip
+        if "teacher_plain_over_shared_chunks_wall" in f:
+            print(f"    {'teacher plain / shared prefix, chunks':42s} {f['teacher_plain_over_shared_chunks_wall']:8.2f} "
+                  f"{f['teacher_plain_over_shared_chunks_cpu']:8.2f}   ({f['log_prob_micro_batch_rows']}-row chunks, "
+                  f"{f['micro_batch_rows']}-row micro-batches)")  # fmt: skip
 
 
 SECTIONS = ("rollout", "main_job_split", "evaluation_pass", "teacher_forward", "step_time", "loss_forward")

@@ -59,6 +59,11 @@ class SDARConfig(GRPOConfig):
             `ppo_micro_batch_size_per_gpu`=32 on ALFWorld). An optimizer step takes `gradient_accumulation_steps`
             micro-batches per rank, i.e. a mini-batch of `world * gradient_accumulation_steps * micro_batch_rows`
             rows (verl-agent `ppo_mini_batch_size`), and a rollout makes ceil(rows / mini-batch) optimizer steps.
+        log_prob_micro_batch_rows (`int`, *optional*): rows per no-grad forward (theta_old when a rollout makes several
+            optimizer steps, the reference when `beta` > 0, the self-teacher), verl `log_prob_micro_batch_size_per_gpu`
+            (all official scripts: 32 ALFWorld and Search, 16 WebShop); None: `micro_batch_rows`. Under the shared-
+            prefix forwards a larger chunk runs a shared prompt prefix once for more rows. Every rank runs the same
+            number of these forwards.
         num_rollouts (`int`, *optional*, defaults to `150`): training length in rollouts (verl `total_epochs` /
             `total_training_steps`: one rollout per training step); the learning-rate schedule counts rollouts too.
             `max_steps` is derived from it and must not be set.
@@ -93,6 +98,12 @@ class SDARConfig(GRPOConfig):
         },
     )
     micro_batch_rows: int = field(default=32, metadata={"help": "Rows per forward. Paper: micro-batch 32 (ALFWorld)."})
+    log_prob_micro_batch_rows: int | None = field(
+        default=None,
+        metadata={
+            "help": "Rows per no-grad forward (verl log_prob_micro_batch_size_per_gpu); None: micro_batch_rows."
+        },
+    )
     num_rollouts: int = field(default=150, metadata={"help": "Training length in rollouts. Paper: 150."})
 
     # --- re-defaulted GRPOConfig fields (verl defaults kept by the paper, sdar.md 2.5 and section 4) ---

@@ -8,7 +8,6 @@ to the PPO actor loss.
 """
 
 import math
-import time
 
 from agentrl_shared.prompts import make_prompt
 from agentrl_shared.trainer import MultiTurnGRPOTrainer
@@ -30,7 +29,7 @@ class SDARTrainer(MultiTurnGRPOTrainer):
     Hooks of `MultiTurnGRPOTrainer`:
     - `_score`: the inherited advantages times `pg_loss_coef` (0 = the OPSD baseline, no RL term).
     - `_extra_forwards`: the self-teacher's log-probs of the sampled tokens, l_T, once per rollout at theta_old (the
-      same policy on the skill-prefixed prompt), one no-grad forward per micro-batch.
+      same policy on the skill-prefixed prompt), no-grad, in chunks of `log_prob_micro_batch_rows` rows.
     - `_rollout_metrics`: adds `sdar/teacher_prompt_truncated_ratio`.
     Override of [`~trl.GRPOTrainer`]:
     - `_compute_loss`: one student forward (log-probs and entropies; the shared prompt prefix once per micro-batch
@@ -82,14 +81,12 @@ class SDARTrainer(MultiTurnGRPOTrainer):
 
     def _extra_forwards(self, micro_batches, indices, rows, plan) -> None:
         """The self-teacher's log-probs l_T of the sampled tokens (Eq. 5), once per rollout at theta_old: the same
-        policy on the skill-prefixed prompt, no-grad, the same forwards per micro-batch on every rank (the skill block
-        run once per micro-batch with `shared_prefix_teacher`)."""
-        if not self.uses_teacher:
-            return
-        for batch in micro_batches:
-            t0 = time.perf_counter()
-            batch["teacher_per_token_logps"] = self._teacher_logps(batch)
-            self.timings["teacher_logps_s"] += time.perf_counter() - t0
+        policy on the skill-prefixed prompt, no-grad, in chunks of `log_prob_micro_batch_rows` rows (verl's
+        `compute_log_prob` batch size), the same forwards on every rank (the skill block run once per chunk with
+        `shared_prefix_teacher`)."""
+        if self.uses_teacher:
+            teacher = self._teacher_row_logps(rows, plan)
+            self._to_micro_batches(teacher, micro_batches, indices, "teacher_per_token_logps")
 
     def _rollout_metrics(self, episodes, rows) -> dict[str, float]:
         metrics = super()._rollout_metrics(episodes, rows)

@@ -50,6 +50,14 @@ class StepPlan:
     def step_of_micro_batch(self, k: int) -> int:
         return k // self.micro_per_step
 
+    def chunks(self, rank: int, rows_per_chunk: int) -> list[list[int]]:
+        """`rank`'s rows in training order, cut into chunks of `rows_per_chunk` for the no-grad forwards (verl
+        `log_prob_micro_batch_size_per_gpu`); every rank gets the same number of chunks (at least one), trailing ones
+        may be empty, so that the forwards stay in lock-step under ZeRO-3."""
+        count = max(1, max(-(-len(r) // rows_per_chunk) for r in self.ranks))
+        rows = self.ranks[rank]
+        return [rows[k * rows_per_chunk : (k + 1) * rows_per_chunk] for k in range(count)]
+
 
 def balance_rows(num_tokens: list[int], world: int) -> list[list[int]]:
     """Split rows over `world` ranks: equal counts (+-1) and balanced token sums (verl `_balance_batch`, which uses

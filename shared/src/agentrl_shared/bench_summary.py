@@ -28,6 +28,10 @@ def rows(results: dict) -> list[tuple[str, float | None, str, str]]:
         detail = f"{f.get('rows', '?')} rows, max |logp diff| {f.get('max_abs_logp_diff', float('nan')):.1e}"
         out.append((f"teacher forward plain / shared prefix ({shape})", value, "> 1",
                     f"{detail}; {provenance.get('commit', '')} {provenance.get('note', '')}".strip()))  # fmt: skip
+        if "teacher_plain_over_shared_chunks_wall" in f:  # the trainer's no-grad chunks (`log_prob_micro_batch_rows`)
+            out.append((f"teacher forward plain / shared prefix, {f['log_prob_micro_batch_rows']}-row chunks ({shape})",
+                        f["teacher_plain_over_shared_chunks_wall"], "> 1",
+                        f"against {f['micro_batch_rows']}-row micro-batches; {provenance.get('commit', '')}"))  # fmt: skip
     f, provenance = results.get("sdar/loss_forward", {}), results.get("sdar/provenance/loss_forward", {})
     detail = (f"{f.get('rows', '?')} rows, max |logp diff| {f.get('max_abs_logp_diff', float('nan')):.1e}, "
               f"max |grad diff| {f.get('max_abs_grad_diff', float('nan')):.1e}")  # fmt: skip

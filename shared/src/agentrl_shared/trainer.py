@@ -152,7 +152,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
     What lives here, once: the rollout-counted cadence (`GroupedTaskSampler`, `RolloutCadence`, a schedule over
     rollouts), lock-step generation (`_prompt_count`: the maximum over ranks where TRL's vLLM server or TP > 1 hands
     results back by rank offset, one dummy otherwise), the all-gather of rows and the plan over ranks, no-grad forwards
-    per micro-batch (every rank runs the same number, ZeRO-3), rank-reduced metrics, checkpoint state (rollouts done)
+    in chunks of `log_prob_micro_batch_rows` rows (`_row_logps`; every rank runs the same number, ZeRO-3), rank-reduced metrics, checkpoint state (rollouts done)
     and the chunked panel evaluation on every rank (`_evaluate_items`).
 
     Overrides of [`~trl.GRPOTrainer`]: `_prepare_inputs` (the next planned micro-batch; a rollout when the last one's
@@ -354,6 +354,54 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         logps, _, _ = self._get_per_token_logps_and_entropies(model, input_ids, attention_mask, completion_ids.size(1))
         return logps  # (B, C)
 
+    def _row_logps(self, rows: list[TrainRow], plan: StepPlan, forward: Callable[..., Tensor], timing: str,
+                   teacher: bool = False) -> dict[int, Tensor]:  # fmt: skip
+        """No-grad (C_i,) log-probs of each row this rank holds, by `forward(prompt_ids, prompt_mask, completion_ids,
+        completion_mask) -> (B, C)` over chunks of `log_prob_micro_batch_rows` rows (verl
+        `log_prob_micro_batch_size_per_gpu`: a batch size of its own for the old-policy, reference and teacher
+        forwards; None: `micro_batch_rows`); with `teacher` the rows' teacher prompts replace their prompts. Every
+        rank runs the same number of forwards (`StepPlan.chunks`: an empty chunk is one pad row); seconds go to
+        `self.timings[timing]`. Larger chunks share more of the rows' prompt prefixes under the shared-prefix forwards
+        (a task's skill block, its group's first prompt)."""
+        t0 = time.perf_counter()
+        per_chunk = self.args.log_prob_micro_batch_rows or plan.micro_rows
+        out: dict[int, Tensor] = {}
+        for index in plan.chunks(self.accelerator.process_index, per_chunk):
+            chosen = [rows[i] for i in index]
+            prompts = [r.teacher_prompt_ids if teacher else r.prompt_ids for r in chosen]
+            batch, _ = rows_to_batch(prompts, [r.completion_ids for r in chosen], [r.carries_loss for r in chosen],
+                                     [0.0] * len(chosen), self.processing_class.pad_token_id)  # fmt: skip
+            device = self.accelerator.device
+            logps = forward(*(batch[k].to(device) for k in ("prompt_ids", "prompt_mask", "completion_ids",
+                                                             "completion_mask")))  # fmt: skip
+            for b, i in enumerate(index):
+                out[i] = logps[b, : len(rows[i].completion_ids)]
+        self.timings[timing] += time.perf_counter() - t0
+        return out
+
+    def _logps_of(self, model, shared_prefix: bool = False) -> Callable[..., Tensor]:
+        """`_logps` of `model` as a `_row_logps` forward."""
+        return partial(self._logps, model, shared_prefix=shared_prefix)
+
+    def _teacher_row_logps(self, rows: list[TrainRow], plan: StepPlan) -> dict[int, Tensor]:
+        """(C_i,) self-teacher log-probs of each row this rank holds: the policy on the rows' teacher prompts
+        (`_teacher_logps`'s forward, over `_row_logps` chunks), timed as `teacher_logps_s`."""
+        forward = self._logps_of(self.model, shared_prefix=self.args.shared_prefix_teacher)
+        return self._row_logps(rows, plan, forward, "teacher_logps_s", teacher=True)
+
+    @staticmethod
+    def _to_micro_batches(per_row: dict[int, Tensor], micro_batches: list[dict], indices: list[list[int]],
+                          key: str) -> None:  # fmt: skip
+        """Lay `per_row` (C_i,) values out as each micro-batch's (B, C) `batch[key]`, like its right-padded
+        completions (zeros past a row's end, and on an empty micro-batch's pad row)."""
+        for batch, index in zip(micro_batches, indices, strict=True):
+            like = batch["completion_ids"]
+            dtype = next(iter(per_row.values())).dtype if per_row else torch.float32
+            out = torch.zeros(like.shape, dtype=dtype, device=like.device)
+            for b, i in enumerate(index):
+                out[b, : per_row[i].numel()] = per_row[i]
+            batch[key] = out
+
     def _teacher_logps(self, batch: dict) -> Tensor:
         """(B, C) log-probs of the sampled tokens under the self-teacher: the policy on the rows' teacher prompts.
         With `args.shared_prefix_teacher` the prompt prefix that rows share (the skill block, the chat header) runs
@@ -524,29 +572,27 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             batch["token_normalizer"] = torch.tensor(max(plan.step_tokens[plan.step_of_micro_batch(k)], 1) / world)
             micro_batches.append(batch)
 
-        # No-grad forwards in the training precision, one per micro-batch on every rank (ZeRO-3 lock-step)
-        # The sampler/trainer log-prob gap is measured wherever rows carry the engine's log-probs (every rank sees
-        # all rows, so every rank decides alike); it needs theta_old, a forward of its own with a single step
+        # No-grad forwards in the training precision, over chunks of `log_prob_micro_batch_rows` rows, the same number
+        # on every rank (ZeRO-3 lock-step). The sampler/trainer log-prob gap is measured wherever rows carry the
+        # engine's log-probs (every rank sees all rows, so every rank decides alike); it needs theta_old, a forward of
+        # its own with a single step
         measure_gap = any(r.sampling_logps is not None for r in all_rows)
         gap = torch.zeros(4, dtype=torch.float64)
         with torch.no_grad(), self.accelerator.autocast():
-            for batch, index in zip(micro_batches, indices, strict=True):
-                ids = (batch["prompt_ids"], batch["prompt_mask"], batch["completion_ids"], batch["completion_mask"])
-                # theta_old: from the second optimizer step on the policy has moved (verl recomputes old log-probs);
-                # with a single step the loss forward's detached log-probs are theta_old
+            # theta_old: from the second optimizer step on the policy has moved (verl recomputes old log-probs);
+            # with a single step the loss forward's detached log-probs are theta_old
+            if plan.num_steps > 1 or measure_gap:
+                old = self._row_logps(all_rows, plan, self._logps_of(self.model),
+                                      "old_logps_s" if plan.num_steps > 1 else "logp_gap_s")  # fmt: skip
                 if plan.num_steps > 1:
-                    t0 = time.perf_counter()
-                    batch["old_per_token_logps"] = self._logps(self.model, *ids)
-                    self.timings["old_logps_s"] += time.perf_counter() - t0
-                if measure_gap:
-                    t0 = time.perf_counter()
-                    old = batch["old_per_token_logps"] if plan.num_steps > 1 else self._logps(self.model, *ids)
-                    gap += logp_gap_sums(old.cpu(), *self._sampling_logps([all_rows[i] for i in index], old.shape))
-                    self.timings["logp_gap_s"] += time.perf_counter() - t0
-                if self.beta != 0.0:
-                    t0 = time.perf_counter()
-                    batch["ref_per_token_logps"] = self._ref_logps(*ids)
-                    self.timings["ref_logps_s"] += time.perf_counter() - t0
+                    self._to_micro_batches(old, micro_batches, indices, "old_per_token_logps")
+                for i, logps in old.items() if measure_gap else ():  # sums, and the max of max |d|
+                    shape = torch.Size((1, logps.numel()))
+                    g = logp_gap_sums(logps.view(shape).cpu(), *self._sampling_logps([all_rows[i]], shape))
+                    gap = torch.stack([gap[0] + g[0], torch.maximum(gap[1], g[1]), gap[2] + g[2], gap[3] + g[3]])
+            if self.beta != 0.0:
+                ref = self._row_logps(all_rows, plan, self._ref_logps, "ref_logps_s")
+                self._to_micro_batches(ref, micro_batches, indices, "ref_per_token_logps")
             self._extra_forwards(micro_batches, indices, all_rows, plan)
 
         n_rows = len(all_rows)

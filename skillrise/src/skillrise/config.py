@@ -47,6 +47,10 @@ class SkillRiseConfig(GRPOConfig):
             `ppo_micro_batch_size_per_gpu=4`). An optimizer step takes `gradient_accumulation_steps` micro-batches per
             rank, i.e. a mini-batch of `world * gradient_accumulation_steps * micro_batch_rows` rows (official
             `ppo_mini_batch_size=128`), and a rollout makes ceil(rows / mini-batch) optimizer steps: every row once.
+        log_prob_micro_batch_rows (`int`, *optional*): rows per no-grad forward (theta_old when a rollout makes several
+            optimizer steps, the reference when `beta` > 0), verl `log_prob_micro_batch_size_per_gpu` (the official
+            scripts are not public here); None: `micro_batch_rows`. Under the shared-prefix forwards a larger chunk runs
+            a shared prompt prefix once for more rows. Every rank runs the same number of these forwards.
         num_rollouts (`int`, *optional*, defaults to `150`): training length in rollouts (official
             `trainer.total_epochs=150`, one rollout per epoch); the learning-rate schedule counts rollouts too.
             `max_steps` is derived from it and must not be set.
@@ -67,6 +71,12 @@ class SkillRiseConfig(GRPOConfig):
     )
     skill_max_chars: int = field(default=4000, metadata={"help": "Official curate projection cap: 4000."})
     micro_batch_rows: int = field(default=4, metadata={"help": "Official ppo_micro_batch_size_per_gpu=4."})
+    log_prob_micro_batch_rows: int | None = field(
+        default=None,
+        metadata={
+            "help": "Rows per no-grad forward (verl log_prob_micro_batch_size_per_gpu); None: micro_batch_rows."
+        },
+    )
     num_rollouts: int = field(default=150, metadata={"help": "Rollouts to train. Official: total_epochs=150."})
 
     # --- re-defaulted GRPOConfig fields (official scripts and verl defaults) ---
