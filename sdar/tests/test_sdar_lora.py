@@ -4,10 +4,12 @@ while the KL reference is the base model (the policy with its adapters disabled)
 import torch
 from transformers import AutoTokenizer
 
+from agentrl_shared.batch import plan_steps
 from agentrl_shared.cli import env_tasks, set_model_init_kwargs
 from agentrl_shared.lora import peft_config
 from agentrl_shared.models import model_path
 from agentrl_shared.smoke import check_lora_two_ranks
+from agentrl_shared.trainer import TrainRow
 from sdar.cli import load
 from sdar.trainer import SDARTrainer
 
@@ -35,13 +37,16 @@ def test_self_teacher_is_the_adapted_policy_and_the_reference_the_base(tmp_path)
 
     prompt, teacher_prompt, completion = ids("Room 1."), ids("Skills: open doors.\nRoom 1."), ids("go to door 2")
 
+    row = TrainRow(prompt[0][0].tolist(), completion[0][0].tolist(), True, 1.0,
+                   teacher_prompt_ids=teacher_prompt[0][0].tolist())  # fmt: skip
+    plan = plan_steps([len(row.prompt_ids) + len(row.completion_ids)], [len(row.completion_ids)], 1, 1, 1)
+    batch = {"completion_ids": completion[0], "completion_mask": completion[1]}
+
     def forwards() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The KL reference on the student prompt, the self-teacher hook on the teacher prompt, and the base model
         on the teacher prompt."""
-        batch = {"teacher_prompt_ids": teacher_prompt[0], "teacher_prompt_mask": teacher_prompt[1],
-                 "completion_ids": completion[0], "completion_mask": completion[1]}  # fmt: skip
         with torch.no_grad():
-            trainer._extra_forwards([batch], None, None, None)
+            trainer._extra_forwards([batch], plan.micro_batches(0), [row], plan)
             return (trainer._ref_logps(*prompt, *completion), batch["teacher_per_token_logps"],
                     trainer._ref_logps(*teacher_prompt, *completion))  # fmt: skip
 
