@@ -211,7 +211,7 @@ NOTE_textrooms = "SkillRise is not a row: it is trained and evaluated on trials 
 document curated between them (skillrise package, its own TextRooms panel and budget); on this single-episode \
 panel the curated document never enters, so the row would not measure the method."
 
-compare: setup  ## GRPO, SDAR, AgentOPSD, RLSD, Skill-SD side by side: ENV=textrooms SEEDS=0,1 (one table, one plot)
+compare: setup  ## GRPO, SDAR, AgentOPSD, RLSD, Skill-SD side by side: ENV=textrooms SEEDS=0,1,2 (one table, one plot)
 	@test -n "$(COMPARE_$(ENV))" || { echo "No compare plan for ENV=$(ENV); valid: textrooms"; exit 2; }
 	$(RUN) python -m agentrl_shared.compare --env $(ENV) --seeds $(SEEDS) --out runs/compare/$(ENV) \
 		--runs runs/compare/$(ENV) $(REUSE_$(ENV)) $(if $(NOTE_$(ENV)),--note $(NOTE_$(ENV))) $(COMPARE_$(ENV))
