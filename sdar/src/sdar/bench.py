@@ -291,8 +291,8 @@ def _time_forwards(model, batches: list[dict], pad: int, repeats: int, backward:
 def teacher_forward(repeats: int = 2, paper_rows: int = 4) -> dict:
     """Which forward dominates, and the shared-prefix teacher forward against the plain one, at two shapes.
 
-    - `cpu`: the CPU config's rows: one SDAR training rollout of 16 TextRooms episodes (SmolLM2-135M, greedy, the
-      config's prompt length, history and skills), cut into its `micro_batch_rows` micro-batches in rollout order,
+    - `cpu`: the CPU config's rows: one SDAR training rollout of 16 TextRooms episodes (SmolLM2-135M sampled at the
+      config's temperature, seeded, with the config's completion cap, prompt length, history and skills), cut into its `micro_batch_rows` micro-batches in rollout order,
       and the teacher also over the trainer's no-grad chunks of `log_prob_micro_batch_rows` rows.
     - `paper`: `PAPER_CONFIG`'s lengths with SmolLM2-135M: teacher prompts of `max_prompt_length`
       (the ALFWorld skill block of one task type, then the rest of the row's prompt: random tokens, no two rows
@@ -306,18 +306,23 @@ def teacher_forward(repeats: int = 2, paper_rows: int = 4) -> dict:
 
     from agentrl_shared.batch import rows_to_batch
     from agentrl_shared.envs import load_tasks
+    from agentrl_shared.generation import HFGenerator
     from agentrl_shared.skills import skill_block, teacher_prompt, teacher_skills
 
     from .cli import load
 
-    tok, model, generate = _smollm2()
-    add_fused_lm_head(model, temperature=1.0)
+    tok, model, _ = _smollm2()
     cpu = load(CPU_CONFIG, [])
-    pad, micro = tok.pad_token_id, cpu["trainer"].micro_batch_rows
-    chunk = cpu["trainer"].log_prob_micro_batch_rows or micro
+    args = cpu["trainer"]
+    add_fused_lm_head(model, temperature=args.temperature)
+    pad, micro = tok.pad_token_id, args.micro_batch_rows
+    chunk = args.log_prob_micro_batch_rows or micro
+    # sampled at the training temperature (seeded), so that a group's second-turn prompts differ as in training
+    generate = HFGenerator(model, tok, max_new_tokens=args.max_completion_length, temperature=args.temperature)
     tasks = load_tasks("textrooms", "train", **cpu["env"].task_kwargs)[:2]
     pool, collector = _collector(tok, 16)
     collector.teacher_transform = lambda text, task: teacher_prompt(text, teacher_skills("textrooms", task, text))
+    torch.manual_seed(0)
     with pool, torch.no_grad():
         episodes = collector.collect([t for t in tasks for _ in range(8)], [i // 8 for i in range(16)], [0] * 16,
                                      generate)  # fmt: skip
