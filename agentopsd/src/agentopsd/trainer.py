@@ -37,8 +37,8 @@ class AgentOPSDTrainer(MultiTurnGRPOTrainer):
     The reweighting needs every turn of every episode before any update, in the official order
     (`opsd_ray_trainer.py`: `old_log_prob`, then the teacher forward, then the "adv" block): the rollout-time student
     log-probs and the teacher log-probs (same weights, skill-prefixed prompts, no grad) are computed once per row, in
-    chunks of `log_prob_micro_batch_rows` rows (every rank runs the same number of forwards, ZeRO-3 lock-step); the per-row gaps
-    delta = l^T - l^S are all-gathered, and every rank computes the same advantages for all rows:
+    chunks of `log_prob_micro_batch_rows` rows (every rank runs the same number of forwards, ZeRO-3 lock-step); the
+    per-row gaps delta = l^T - l^S are all-gathered, and every rank computes the same advantages for all rows:
         turn:  A_hat_k = A_k * ((1 - lam) + lam * m_k)  (`credit.turn_advantages`, per episode),
         token: A_hat_t = A * ((1 - lam) + lam * m_t)    (`credit.token_advantages`, per row).
     `credit="rlsd"` swaps in the RLSD baseline's token weights, `credit="grpo"` keeps A (and skips both forwards).
@@ -116,8 +116,11 @@ class AgentOPSDTrainer(MultiTurnGRPOTrainer):
         # the rollout-time student log-probs l^S (theta_old): the base's when the rollout makes more than one
         # optimizer step, else a forward of their own in the same chunks
         if plan.num_steps > 1:
-            student = {i: b["old_per_token_logps"][k, : len(rows[i].completion_ids)]
-                       for b, index in zip(micro_batches, indices, strict=True) for k, i in enumerate(index)}  # fmt: skip
+            student = {
+                i: b["old_per_token_logps"][k, : len(rows[i].completion_ids)]
+                for b, index in zip(micro_batches, indices, strict=True)
+                for k, i in enumerate(index)
+            }
         else:
             forward = self._logps_of(self.model, shared_prefix=self.args.shared_prefix_policy)
             student = self._row_logps(rows, plan, forward, "old_logps_s")

@@ -292,8 +292,9 @@ def teacher_forward(repeats: int = 2, paper_rows: int = 4) -> dict:
     """Which forward dominates, and the shared-prefix teacher forward against the plain one, at two shapes.
 
     - `cpu`: the CPU config's rows: one SDAR training rollout of 16 TextRooms episodes (SmolLM2-135M sampled at the
-      config's temperature, seeded, with the config's completion cap, prompt length, history and skills), cut into its `micro_batch_rows` micro-batches in rollout order,
-      and the teacher also over the trainer's no-grad chunks of `log_prob_micro_batch_rows` rows.
+      config's temperature, seeded, with the config's completion cap, prompt length, history and skills), cut into
+      its `micro_batch_rows` micro-batches in rollout order, and the teacher also over the trainer's no-grad chunks
+      of `log_prob_micro_batch_rows` rows.
     - `paper`: `PAPER_CONFIG`'s lengths with SmolLM2-135M: teacher prompts of `max_prompt_length`
       (the ALFWorld skill block of one task type, then the rest of the row's prompt: random tokens, no two rows
       alike past the block), completions of `max_completion_length`; `paper_rows` rows of one task (a 32-row

@@ -152,8 +152,9 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
     What lives here, once: the rollout-counted cadence (`GroupedTaskSampler`, `RolloutCadence`, a schedule over
     rollouts), lock-step generation (`_prompt_count`: the maximum over ranks where TRL's vLLM server or TP > 1 hands
     results back by rank offset, one dummy otherwise), the all-gather of rows and the plan over ranks, no-grad forwards
-    in chunks of `log_prob_micro_batch_rows` rows (`_row_logps`; every rank runs the same number, ZeRO-3), rank-reduced metrics, checkpoint state (rollouts done)
-    and the chunked panel evaluation on every rank (`_evaluate_items`).
+    in chunks of `log_prob_micro_batch_rows` rows (`_row_logps`; every rank runs the same number, ZeRO-3),
+    rank-reduced metrics, checkpoint state (rollouts done) and the chunked panel evaluation on every rank
+    (`_evaluate_items`).
 
     Overrides of [`~trl.GRPOTrainer`]: `_prepare_inputs` (the next planned micro-batch; a rollout when the last one's
     are used up), `_get_train_sampler`, `create_scheduler`, `training_step` (times the forwards and backwards).
