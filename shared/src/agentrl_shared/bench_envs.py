@@ -1,13 +1,14 @@
 """Environment throughput for `make bench`: steps per second of each adapter, worker pool against one process.
 
-`python -m agentrl_shared.bench_envs [--slots 4] [--steps 50] [--rounds 2]` runs the same scripted episodes (first
-admissible action, a search for Search-QA, `look` for TextRooms) through `EnvPool(num_workers=0)` and
-`EnvPool(num_workers=slots)` (the trainers' pool: one worker per slot, moved into the process when it measures that
-faster, see `envs.pool`), in rounds of a reset and `steps` steps. `rounds` rounds are counted once the placement is
-final: after one warm-up round in one process, after the pool's probe and trial in the pool (a training run has
-hundreds of rounds). Prints both side by side with what the pool measured per step call (pooled wall, the workers'
-CPU estimate, in-process wall in the trial) and its decision, and merges `envs/<name>/{single,pool}_steps_per_s`,
-their ratio and `envs/<name>/pool_step_cost` into `bench-results.json`.
+`python -m agentrl_shared.bench_envs [--slots 4] [--steps 50] [--rounds 2] [--repeats 1]` runs the same scripted
+episodes (first admissible action, a search for Search-QA, `look` for TextRooms) through `EnvPool(num_workers=0)` and
+`EnvPool(num_workers=slots)`, in the order single, pool, pool, single (the trainers' pool: one worker per slot, moved
+into the process when it measures that faster, see `envs.pool`; the mean of each side, `--repeats` such blocks), in
+rounds of a reset and `steps` steps. `rounds` rounds are counted once the placement is final: after one warm-up round in
+one process, after the pool's probe and trial in the pool (a training run has hundreds of rounds). Prints both side by
+side with what the pool measured per step call (pooled wall, the workers' CPU estimate, in-process wall in the trial)
+and its decision, and merges `envs/<name>/{single,pool}_steps_per_s`, their ratio and `envs/<name>/pool_step_cost` into
+`bench-results.json`.
 """
 
 import argparse
@@ -95,6 +96,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--slots", type=int, default=4)
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=1, help="ABBA blocks (single, pool, pool, single)")
     parser.add_argument("--only", nargs="*", help="environments to measure (default: every installed one)")
     parser.add_argument("--out", default="bench-results.json")
     args = parser.parse_args(argv)
@@ -106,8 +108,15 @@ def main(argv: list[str] | None = None) -> dict:
         for name, (factory, tasks, act) in _setups(Path(tmp)).items():
             if args.only and name not in args.only:
                 continue
-            single, _ = measure(factory, tasks, act, args.slots, args.steps, 0, args.rounds)
-            pool, cost = measure(factory, tasks, act, args.slots, args.steps, args.slots, args.rounds)
+            # single, pool, pool, single (ABBA) `--repeats` times: the machine drifts over a run (caches, the shared
+            # catalogue service warming up), and measured one after the other the second side reads a few per cent off
+            runs: dict[int, list[float]] = {0: [], args.slots: []}
+            for workers in [0, args.slots, args.slots, 0] * args.repeats:
+                value, step_cost = measure(factory, tasks, act, args.slots, args.steps, workers, args.rounds)
+                runs[workers].append(value)
+                if workers:
+                    cost = step_cost  # the last pool's probe and decision
+            single, pool = (sum(runs[w]) / len(runs[w]) for w in (0, args.slots))
             pooled_ms = f"{1e3 * cost['pooled_s'] / cost['pooled_calls']:.3f}"
             cpu_ms = f"{1e3 * cost['worker_cpu_s'] / cost['pooled_calls']:.3f}"
             tried = cost["in_process_calls"] > 0
@@ -121,7 +130,8 @@ def main(argv: list[str] | None = None) -> dict:
             figures[f"envs/{name}/pool_over_single"] = round(pool / single, 3)
             figures[f"envs/{name}/pool_step_cost"] = cost
     figures["envs/load_average_1min"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
-    figures["envs/config"] = {"slots": args.slots, "steps": args.steps, "rounds": args.rounds}
+    figures["envs/config"] = {"slots": args.slots, "steps": args.steps, "rounds": args.rounds,
+                              "order": f"single, pool, pool, single x {args.repeats}, means"}  # fmt: skip
     out = Path(args.out)
     results = json.loads(out.read_text()) if out.is_file() else {}
     results.update(figures)
