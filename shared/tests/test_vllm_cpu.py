@@ -15,7 +15,7 @@ import torch
 
 from agentrl_shared.generation import vllm_engine_kwargs
 from agentrl_shared.models import tiny_qwen3
-from agentrl_shared.trainer import logp_gap_sums
+from agentrl_shared.trainer import MultiTurnGRPOTrainer, TrainRow, logp_gap_sums
 
 
 def test_the_engine_gets_the_trainers_precision_and_eager_mode_on_cpu():
@@ -36,6 +36,19 @@ def test_logp_gap_sums_mean_max_and_k3_over_the_masked_tokens_only():
     assert (abs_sum, top, n) == (0.75, 0.5, 3.0)
     assert k3_sum == pytest.approx(sum(math.exp(x) - x - 1 for x in d))
     assert logp_gap_sums(trainer, sampler, torch.zeros_like(mask)).tolist() == [0.0, 0.0, 0.0, 0.0]
+
+
+def test_the_rollout_gap_sums_over_rows_and_takes_the_max_of_their_maxima():
+    # `MultiTurnGRPOTrainer._logp_gap` over a rank's rows (theta_old log-probs by row index): a row without engine
+    # log-probs (HF generation) counts no token; the max is the largest |d| of any row, not a sum of per-row maxima
+    rows = [TrainRow([1], [5, 6], True, 0.0, sampling_logps=[-1.5, -2.0]),
+            TrainRow([1], [7], True, 0.0),
+            TrainRow([1], [8], True, 0.0, sampling_logps=[-0.25])]  # fmt: skip
+    old = {0: torch.tensor([-1.0, -2.0]), 1: torch.tensor([-3.0]), 2: torch.tensor([-0.5])}
+    abs_sum, top, k3_sum, n = MultiTurnGRPOTrainer._logp_gap(old, rows).tolist()
+    d = [0.5, 0.0, -0.25]
+    assert (abs_sum, top, n) == (0.75, 0.5, 3.0)
+    assert k3_sum == pytest.approx(sum(math.exp(x) - x - 1 for x in d))
 
 
 def sampled_logps(llm, prompts, **sampling):

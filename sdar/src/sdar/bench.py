@@ -328,18 +328,15 @@ def teacher_forward(repeats: int = 2, paper_rows: int = 4) -> dict:
         episodes = collector.collect([t for t in tasks for _ in range(8)], [i // 8 for i in range(16)], [0] * 16,
                                      generate)  # fmt: skip
     rows = [r for e in episodes for r in e.rows]
-    batches = [
-        rows_to_batch([r.prompt_ids for r in rows[i : i + micro]], [r.completion_ids for r in rows[i : i + micro]],
-                      [True] * len(rows[i : i + micro]), [0.0] * len(rows[i : i + micro]), pad,
-                      teacher_prompts=[r.teacher_prompt_ids for r in rows[i : i + micro]])[0]
-        for i in range(0, len(rows), micro)
-    ]  # fmt: skip
-    chunks = [
-        rows_to_batch([r.prompt_ids for r in rows[i : i + chunk]], [r.completion_ids for r in rows[i : i + chunk]],
-                      [True] * len(rows[i : i + chunk]), [0.0] * len(rows[i : i + chunk]), pad,
-                      teacher_prompts=[r.teacher_prompt_ids for r in rows[i : i + chunk]])[0]
-        for i in range(0, len(rows), chunk)
-    ]  # fmt: skip
+
+    def cut(n: int) -> list[dict]:  # the rows in rollout order, n per batch, with their teacher prompts
+        return [
+            rows_to_batch([r.prompt_ids for r in part], [r.completion_ids for r in part], [True] * len(part),
+                          [0.0] * len(part), pad, teacher_prompts=[r.teacher_prompt_ids for r in part])[0]
+            for part in (rows[i : i + n] for i in range(0, len(rows), n))
+        ]  # fmt: skip
+
+    batches, chunks = cut(micro), cut(chunk)
     out = {"cpu": _time_forwards(model, batches, pad, repeats, chunks=chunks)}
     out["cpu"]["micro_batch_rows"], out["cpu"]["log_prob_micro_batch_rows"] = micro, chunk
 

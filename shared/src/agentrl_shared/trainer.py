@@ -342,6 +342,17 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
                 mask[b, : len(row.sampling_logps)] = True
         return logps, mask
 
+    @classmethod
+    def _logp_gap(cls, trainer_logps: dict[int, Tensor], rows: list[TrainRow]) -> Tensor:
+        """`logp_gap_sums` over the rows of `trainer_logps` (row index -> (C_i,) theta_old log-probs): (4,) sums of
+        |d| and k3, the token count, and the max |d| over all of them."""
+        gap = torch.zeros(4, dtype=torch.float64)
+        for i, logps in trainer_logps.items():
+            shape = torch.Size((1, logps.numel()))
+            g = logp_gap_sums(logps.view(shape).cpu(), *cls._sampling_logps([rows[i]], shape))
+            gap = torch.stack([gap[0] + g[0], torch.maximum(gap[1], g[1]), gap[2] + g[2], gap[3] + g[3]])
+        return gap
+
     def _logps(self, model, prompt_ids, prompt_mask, completion_ids, completion_mask, shared_prefix=False) -> Tensor:
         """(B, C) log-probs of the completion under `model`: TRL's plain forward of every whole row, or with
         `shared_prefix` the prompt prefix that rows share once per micro-batch (`agentrl_shared.prefix.
@@ -578,7 +589,6 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         # engine's log-probs (every rank sees all rows, so every rank decides alike); it needs theta_old, a forward of
         # its own with a single step
         measure_gap = any(r.sampling_logps is not None for r in all_rows)
-        gap = torch.zeros(4, dtype=torch.float64)
         with torch.no_grad(), self.accelerator.autocast():
             # theta_old: from the second optimizer step on the policy has moved (verl recomputes old log-probs);
             # with a single step the loss forward's detached log-probs are theta_old
@@ -587,10 +597,8 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
                                       "old_logps_s" if plan.num_steps > 1 else "logp_gap_s")  # fmt: skip
                 if plan.num_steps > 1:
                     self._to_micro_batches(old, micro_batches, indices, "old_per_token_logps")
-                for i, logps in old.items() if measure_gap else ():  # sums, and the max of max |d|
-                    shape = torch.Size((1, logps.numel()))
-                    g = logp_gap_sums(logps.view(shape).cpu(), *self._sampling_logps([all_rows[i]], shape))
-                    gap = torch.stack([gap[0] + g[0], torch.maximum(gap[1], g[1]), gap[2] + g[2], gap[3] + g[3]])
+                if measure_gap:
+                    gap = self._logp_gap(old, all_rows)
             if self.beta != 0.0:
                 ref = self._row_logps(all_rows, plan, self._ref_logps, "ref_logps_s")
                 self._to_micro_batches(ref, micro_batches, indices, "ref_per_token_logps")
