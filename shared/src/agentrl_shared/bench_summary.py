@@ -30,7 +30,7 @@ def rows(results: dict) -> list[tuple[str, float | None, str, str]]:
                     f"{detail}; {provenance.get('commit', '')} {provenance.get('note', '')}".strip()))  # fmt: skip
         if "teacher_plain_over_shared_chunks_wall" in f:  # the trainer's no-grad chunks (`log_prob_micro_batch_rows`)
             rows_ = f["log_prob_micro_batch_rows"]
-            out.append((f"teacher forward plain / shared prefix, {rows_}-row chunks ({shape})",
+            out.append((f"teacher plain / shared prefix, {rows_}-row chunks ({shape})",
                         f["teacher_plain_over_shared_chunks_wall"], "> 1",
                         f"against {f['micro_batch_rows']}-row micro-batches; {provenance.get('commit', '')}"))  # fmt: skip
     f, provenance = results.get("sdar/loss_forward", {}), results.get("sdar/provenance/loss_forward", {})
