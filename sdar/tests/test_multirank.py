@@ -32,7 +32,7 @@ def naive_reference_update(batches: list[dict], args: SDARConfig) -> dict[str, t
             m = b["completion_mask"][i].bool()
             if m.any():
                 prompt = b["prompt_ids"][i][b["prompt_mask"][i].bool()]
-                teacher = b["teacher_prompt_ids"][i][b["teacher_prompt_mask"][i].bool()]
+                teacher = torch.tensor(b["teacher_prompts"][i])
                 rows.append((prompt, b["completion_ids"][i][m], b["advantages"][i].item(), teacher))
     n_tokens = sum(len(c) for _, c, _, _ in rows)
 

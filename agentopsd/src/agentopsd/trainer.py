@@ -101,14 +101,12 @@ class AgentOPSDTrainer(MultiTurnGRPOTrainer):
         (`opsd_ray_trainer.py`: `old_log_prob = actor.compute_log_prob(batch)`, then the teacher forward on
         `build_teacher_batch`, then the "adv" block). Once per row, in chunks of `log_prob_micro_batch_rows` rows
         (verl's `compute_log_prob` batch size), the same number of forwards on every rank (ZeRO-3 lock-step); the
-        per-row gaps delta = l^T - l^S are all-gathered and every rank
-        computes the same advantages for all rows (`_credit`)."""
+        per-row gaps delta = l^T - l^S are all-gathered and every rank computes the same advantages for all rows
+        (`_credit`)."""
         if not self.uses_teacher:
             return
         reweight = self.args.credit != "grpo"
         teacher = self._teacher_row_logps(rows, plan)  # global row index -> (C_i,) l^T
-        for batch in micro_batches:
-            del batch["teacher_prompt_ids"], batch["teacher_prompt_mask"]
         if self.args.sdl_coef != 0.0:  # Skill-SD baseline: its loss term reads the teacher
             self._to_micro_batches(teacher, micro_batches, indices, "teacher_per_token_logps")
         if not reweight:

@@ -49,12 +49,14 @@ class RecordingTrainer(sdar.trainer.SDARTrainer):
         super().__init__(*args, **kwargs)
         RecordingTrainer.instance = self
 
-    def _rollout_micro_batches(self, inputs):
-        batches = super()._rollout_micro_batches(inputs)
-        if self.rollouts_done == 1:
-            rank = self.accelerator.process_index
-            torch.save([{k: v.cpu() for k, v in b.items()} for b in batches], OUT / f"rank{rank}_batches.pt")
-        return batches
+    def _extra_forwards(self, micro_batches, indices, rows, plan):
+        super()._extra_forwards(micro_batches, indices, rows, plan)
+        if self.rollouts_done == 1:  # each micro-batch with its rows' teacher prompts (the forward reads the rows)
+            saved = [
+                {k: v.cpu() for k, v in b.items()} | {"teacher_prompts": [rows[i].teacher_prompt_ids for i in index]}
+                for b, index in zip(micro_batches, indices, strict=True)
+            ]
+            torch.save(saved, OUT / f"rank{self.accelerator.process_index}_batches.pt")
 
 
 OUT = Path(sys.argv[1])

@@ -10,8 +10,8 @@ with the package's own trainer built on that model:
 - the student's panel success (plain prompt) and the teacher's (the same policy acting on the teacher prompt), both
   played as the trainer plays its panel (`MultiTurnGRPOTrainer._evaluate_items`, the config's temperature);
 - delta on the student's panel tokens, from the trainer's own forwards: `_logps` (the student, TRL's
-  `_get_per_token_logps_and_entropies`) and `_teacher_logps` (the teacher, incl. the shared-prefix path), in
-  micro-batches of `micro_batch_rows` rows built by `rows_to_batch`, as `_rollout_micro_batches` builds them;
+  `_get_per_token_logps_and_entropies`) and `_teacher_row_logps` (the teacher, incl. the shared-prefix path), in
+  chunks of `log_prob_micro_batch_rows` rows (`_row_logps`), as a rollout's no-grad forwards run;
 - the package's derived quantity (`analyse`: SDAR's gate, AgentOPSD's belief and advantage weights), computed by the
   package's own loss / credit functions on those tensors.
 
@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from .batch import rows_to_batch
+from .batch import plan_steps
 from .config import ConfigError
 from .provenance import git_commit, redact
 from .rollout import Episode, RolloutCollector
@@ -92,28 +92,23 @@ def play_panel(
 
 
 def row_logps(trainer, rows: list) -> list[tuple[Tensor, Tensor]]:
-    """(student, teacher) log-probs of each row's completion tokens, each (C_row,), from the trainer's forwards
-    (`_logps`, `_teacher_logps`) on micro-batches of `micro_batch_rows` rows (`rows_to_batch`), no grad, in the
-    training precision, the model in eval mode (as the no-grad forwards of a rollout; dropout-free models alike)."""
-    pad, n = trainer.processing_class.pad_token_id, trainer.args.micro_batch_rows
-    out = []
+    """(student, teacher) log-probs of each row's completion tokens, each (C_row,), from the trainer's own no-grad
+    forwards of a rollout (`_row_logps` with `_logps`, and `_teacher_row_logps`: chunks of
+    `log_prob_micro_batch_rows` rows) on one rank, in the training precision, the model in eval mode (dropout-free
+    models alike)."""
+    from .trainer import TrainRow  # not at import time: `report` reads this module without TRL
+
+    train_rows = [TrainRow(r.prompt_ids, r.completion_ids, True, 0.0, teacher_prompt_ids=r.teacher_prompt_ids)
+                  for r in rows]  # fmt: skip
+    plan = plan_steps([len(r.prompt_ids) + len(r.completion_ids) for r in train_rows],
+                      [len(r.completion_ids) for r in train_rows], 1, trainer.args.micro_batch_rows, 1)  # fmt: skip
     was_training = trainer.model.training
     trainer.model.eval()
     with torch.no_grad(), trainer.accelerator.autocast():
-        for start in range(0, len(rows), n):
-            part = rows[start : start + n]
-            batch, _ = rows_to_batch([r.prompt_ids for r in part], [r.completion_ids for r in part],
-                                     [True] * len(part), [0.0] * len(part), pad,
-                                     teacher_prompts=[r.teacher_prompt_ids for r in part])  # fmt: skip
-            batch = {k: v.to(trainer.accelerator.device) for k, v in batch.items()}
-            ids = (batch["prompt_ids"], batch["prompt_mask"], batch["completion_ids"], batch["completion_mask"])
-            student = trainer._logps(trainer.model, *ids).float().cpu()  # (B, C)
-            teacher = trainer._teacher_logps(batch).float().cpu()  # (B, C)
-            for b, r in enumerate(part):
-                k = len(r.completion_ids)
-                out.append((student[b, :k].clone(), teacher[b, :k].clone()))
+        student = trainer._row_logps(train_rows, plan, trainer._logps_of(trainer.model), "mechanisms_student_s")
+        teacher = trainer._teacher_row_logps(train_rows, plan)
     trainer.model.train(was_training)
-    return out
+    return [(student[i].float().cpu(), teacher[i].float().cpu()) for i in range(len(rows))]
 
 
 def stack_rows(logps: list[tuple[Tensor, Tensor]]) -> tuple[Tensor, Tensor, Tensor]:

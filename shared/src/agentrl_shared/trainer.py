@@ -375,7 +375,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         rank runs the same number of forwards (`StepPlan.chunks`: an empty chunk is one pad row); seconds go to
         `self.timings[timing]`. Larger chunks share more of the rows' prompt prefixes under the shared-prefix forwards
         (a task's skill block, its group's first prompt)."""
-        t0 = time.perf_counter()
+        t0, device = time.perf_counter(), self.accelerator.device
         per_chunk = self.args.log_prob_micro_batch_rows or plan.micro_rows
         out: dict[int, Tensor] = {}
         for index in plan.chunks(self.accelerator.process_index, per_chunk):
@@ -383,7 +383,6 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             prompts = [r.teacher_prompt_ids if teacher else r.prompt_ids for r in chosen]
             batch, _ = rows_to_batch(prompts, [r.completion_ids for r in chosen], [r.carries_loss for r in chosen],
                                      [0.0] * len(chosen), self.processing_class.pad_token_id)  # fmt: skip
-            device = self.accelerator.device
             logps = forward(*(batch[k].to(device) for k in ("prompt_ids", "prompt_mask", "completion_ids",
                                                              "completion_mask")))  # fmt: skip
             for b, i in enumerate(index):
@@ -397,7 +396,9 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
 
     def _teacher_row_logps(self, rows: list[TrainRow], plan: StepPlan) -> dict[int, Tensor]:
         """(C_i,) self-teacher log-probs of each row this rank holds: the policy on the rows' teacher prompts
-        (`_teacher_logps`'s forward, over `_row_logps` chunks), timed as `teacher_logps_s`."""
+        (with `args.shared_prefix_teacher`, the prompt prefix that rows share, e.g. the skill block and the chat header,
+        runs once per chunk: `agentrl_shared.prefix.shared_prefix_logps`), over `_row_logps` chunks, timed as
+        `teacher_logps_s`."""
         forward = self._logps_of(self.model, shared_prefix=self.args.shared_prefix_teacher)
         return self._row_logps(rows, plan, forward, "teacher_logps_s", teacher=True)
 
@@ -413,15 +414,6 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             for b, i in enumerate(index):
                 out[b, : per_row[i].numel()] = per_row[i]
             batch[key] = out
-
-    def _teacher_logps(self, batch: dict) -> Tensor:
-        """(B, C) log-probs of the sampled tokens under the self-teacher: the policy on the rows' teacher prompts.
-        With `args.shared_prefix_teacher` the prompt prefix that rows share (the skill block, the chat header) runs
-        once per micro-batch (`agentrl_shared.prefix.shared_prefix_logps`: two forwards on every rank, equal to the
-        plain forward to float rounding); otherwise TRL's plain forward of every whole row."""
-        ids = (batch["teacher_prompt_ids"], batch["teacher_prompt_mask"], batch["completion_ids"],
-               batch["completion_mask"])  # fmt: skip
-        return self._logps(self.model, *ids, shared_prefix=self.args.shared_prefix_teacher)
 
     def _ref_logps(self, prompt_ids, prompt_mask, completion_ids, completion_mask) -> Tensor:
         """(B, C) log-probs of the KL reference: TRL's `ref_model`, or with LoRA (TRL builds none) the policy with its
@@ -577,7 +569,6 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
                 [r.carries_loss for r in chosen],
                 [r.advantage for r in chosen],
                 pad,
-                teacher_prompts=[r.teacher_prompt_ids for r in chosen] if self.uses_teacher else None,
             )
             batch = {key: value.to(device) for key, value in batch.items()}
             # the normaliser of this step's loss: real tokens of the step on all ranks / world
