@@ -109,6 +109,32 @@ def test_run_policy_gold_calls_with_a_scripted_user_score_one_and_a_missing_writ
     assert all(m["tool_call_id"].startswith("call_") for m in tool_msgs)
 
 
+def test_the_observation_is_read_after_tau2_stores_it():
+    """tau2's agent thread flips its turn flag, logs "Got message", then stores the observation; a log sink that
+    sleeps on that line holds the thread in between, where `reset` used to read no observation (an empty string, as
+    if the user simulator had failed: CI saw it at random); `step` reads under the same lock."""
+    import time
+
+    from loguru import logger
+
+    from envace.tau2_bench import make_env
+
+    sink = logger.add(lambda m: time.sleep(0.3) if "Got message" in m else None, level="INFO")
+    try:
+        task = solo_tasks("mock")[0]
+        env = make_env("mock", task.id, solo_mode=True)
+        env.reset()  # solo mode: no message before the agent's first turn
+        call = json.dumps(gold_calls(task)[0])  # create_task: a new task id each time
+        first, second = env.step(call)[0], env.step(call)[0]
+        assert first.startswith("tool: ") and second.startswith("tool: ") and first != second
+        with OpenAIServer(ScriptedUser("Hello, I need help."), "user") as server:
+            user_llm, args = user_simulator(server.url, "user")
+            env = make_env("airline", "2", max_steps=10, user_llm=user_llm, user_llm_args=args)
+            assert env.reset()[0] == "user: Hello, I need help."
+    finally:
+        logger.remove(sink)
+
+
 @pytest.mark.slow  # 64 s on one shared core, about half of it loading the models and servers
 def test_cli_tau2_against_the_served_tiny_qwen3_writes_and_resumes(tmp_path):
     """`envace eval --benchmark tau2` serves the tiny Qwen3 in process as the policy; the user simulator is a scripted

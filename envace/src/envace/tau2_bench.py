@@ -51,12 +51,31 @@ def _task(domain: str, task_id: str):
 
 def make_env(domain: str, task_id: str, **kwargs):
     """An `AgentGymEnv` whose task comes from the cached task list: the parent reloads and validates the domain's
-    whole task file at every `step` (`_get_info` -> `_get_task`), 14 MB for telecom."""
+    whole task file at every `step` (`_get_info` -> `_get_task`), 14 MB for telecom.
+
+    Its agent reads the observation under the agent's lock. tau2's `GymAgent.generate_next_message` clears the
+    turn event (`is_agent_turn` becomes True) and only then, in the same lock hold, stores the new messages; `reset`
+    and `step` poll `is_agent_turn` without the lock and read `observation` at once, so they could return the
+    previous observation (at `reset`: none, an empty string, as if the episode had ended). Taking the lock waits
+    for the store to finish."""
+    from tau2.gym import gym_agent
+
     _, AgentGymEnv = _tau2()
+
+    class GymAgent(gym_agent.GymAgent):  # tau2's name: its orchestrator checks the class name in solo mode
+        @property
+        def observation(self):
+            with self._lock:
+                return super().observation
 
     class Env(AgentGymEnv):
         def _get_task(self):
             return _task(self.domain, self.task_id).model_copy(deep=True)
+
+        def _get_agent(self):
+            agent = super()._get_agent()
+            agent.__class__ = GymAgent  # the same object and state; only the observation read changes
+            return agent
 
     return Env(domain, task_id, **kwargs)
 
