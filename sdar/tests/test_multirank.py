@@ -92,6 +92,27 @@ def test_two_ranks_zero3_rollout_step_and_final_eval_match_a_naive_loop(tmp_path
     assert worst < 1e-5, f"largest difference to the naive reference update: {worst:.2e}"
 
 
+def test_sigterm_on_one_rank_stops_both_at_the_same_rollout_with_one_checkpoint_and_resumes(tmp_path):
+    """A signal that reached rank 1 alone (during the first of 2 rollouts) stops both ranks after that rollout
+    (`RolloutCadence`: the ranks agree at each rollout end), with exit 143, one checkpoint and no results; the same
+    run resumed from it trains the second rollout and ends with its results."""
+    script = Path(__file__).parent / "multirank" / "run_two_ranks_sigterm.py"
+    ds = files("agentrl_shared") / "accelerate" / "ds_zero3.json"
+    stopped = launch_two_ranks(tmp_path, [str(script), str(tmp_path), str(ds)], timeout=900)
+    assert stopped.returncode != 0, "a stopped run must not read as finished"
+    ends = [json.loads((tmp_path / f"rank{r}_exit.json").read_text()) for r in range(2)]
+    assert ends[0] == ends[1] and ends[0]["status"] == 143 and ends[0]["rollouts_done"] == 1, ends
+    run = tmp_path / "run"
+    saved = sorted(run.glob("checkpoint-*"))
+    assert [p.name for p in saved] == [f"checkpoint-{ends[0]['global_step']}"]  # saved once, by both ranks
+    assert not (run / "results.json").exists()
+    resumed = launch_two_ranks(tmp_path, [str(script), str(tmp_path), str(ds), str(saved[0])], timeout=900)
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    ends = [json.loads((tmp_path / f"rank{r}_exit.json").read_text()) for r in range(2)]
+    assert ends[0] == ends[1] and ends[0]["status"] == 0 and ends[0]["rollouts_done"] == 2, ends
+    assert json.loads((run / "results.json").read_text())["final"]["num_episodes"] == 2
+
+
 @pytest.mark.slow
 def test_sdar_train_smoke_on_two_processes_counts_the_episodes_of_both_ranks(tmp_path):
     """`sdar train --config smoke` launched on 2 CPU processes (ZeRO-3): env/num_episodes = 4 episodes x 2 ranks."""
