@@ -1,14 +1,16 @@
 """Environment throughput for `make bench`: steps per second of each adapter, worker pool against one process.
 
-`python -m agentrl_shared.bench_envs [--slots 4] [--steps 50] [--rounds 2] [--repeats 1]` runs the same scripted
-episodes (first admissible action, a search for Search-QA, `look` for TextRooms) through `EnvPool(num_workers=0)` and
-`EnvPool(num_workers=slots)`, in the order single, pool, pool, single (the trainers' pool: one worker per slot, moved
-into the process when it measures that faster, see `envs.pool`; the mean of each side, `--repeats` such blocks), in
-rounds of a reset and `steps` steps. `rounds` rounds are counted once the placement is final: after one warm-up round in
-one process, after the pool's probe and trial in the pool (a training run has hundreds of rounds). Prints both side by
-side with what the pool measured per step call (pooled wall, the workers' CPU estimate, in-process wall in the trial)
-and its decision, and merges `envs/<name>/{single,pool}_steps_per_s`, their ratio and `envs/<name>/pool_step_cost` into
-`bench-results.json`.
+`python -m agentrl_shared.bench_envs [--slots 4] [--steps 50] [--rounds 2] [--min-seconds 2] [--repeats 1]` runs the
+same scripted episodes (first admissible action, a search for Search-QA, `look` for TextRooms) through
+`EnvPool(num_workers=0)` and `EnvPool(num_workers=slots)`, in the order single, pool, pool, single (the trainers' pool:
+one worker per slot, moved into the process when it measures that faster, see `envs.pool`; the mean of each side,
+`--repeats` such blocks), in rounds of a reset and `steps` steps. Rounds are counted once the placement is final (after
+one warm-up round in one process, after the pool's probe and trial in the pool: a training run has hundreds of rounds),
+at least `rounds` of them and at least `min_seconds` of stepping: a TextRooms round of 200 steps lasts under a
+millisecond, where the clock's and the machine's noise would be the figure. Prints both side by side with the ratio of
+each ABBA block (its spread is the noise), what the pool measured per step call (pooled wall, the workers' CPU
+estimate, in-process wall in the trial) and its decision, and merges `envs/<name>/{single,pool}_steps_per_s`, their
+ratio, the blocks' ratios and `envs/<name>/pool_step_cost` into `bench-results.json`.
 """
 
 import argparse
@@ -70,13 +72,15 @@ def _setups(tmp: Path) -> dict:
     return setups
 
 
-def measure(factory, tasks, act, slots: int, steps: int, workers: int, rounds: int) -> tuple[float, dict]:
-    """Steps per second of `slots` episodes stepped together `steps` times per round, over `rounds` rounds that start
-    with the placement final (resets and start-up not counted), and the pool's `step_cost`."""
+def measure(factory, tasks, act, slots: int, steps: int, workers: int, rounds: int,
+            min_seconds: float = 0.0) -> tuple[float, dict]:  # fmt: skip
+    """Steps per second of `slots` episodes stepped together `steps` times per round, over at least `rounds` rounds and
+    `min_seconds` of stepping that start with the placement final (resets and start-up not counted), and the pool's
+    `step_cost`."""
     ids = list(range(slots))
     with EnvPool(factory, num_slots=slots, timeout=120.0, num_workers=workers) as pool:
         elapsed, counted, r = 0.0, 0, 0
-        while counted < rounds:
+        while counted < rounds or elapsed < min_seconds:
             final = r > 0 and (workers == 0 or pool.step_cost["in_process"] is not None)  # read before the reset moves
             states = pool.reset(ids, [tasks[i % len(tasks)] for i in ids], [r] * slots)
             start = time.perf_counter()
@@ -88,7 +92,7 @@ def measure(factory, tasks, act, slots: int, steps: int, workers: int, rounds: i
                 elapsed += time.perf_counter() - start
                 counted += 1
             r += 1
-        return slots * steps * rounds / elapsed, dict(pool.step_cost)
+        return slots * steps * counted / elapsed, dict(pool.step_cost)
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -96,6 +100,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--slots", type=int, default=4)
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--min-seconds", type=float, default=2.0, help="counted stepping per measurement, at least")
     parser.add_argument("--repeats", type=int, default=1, help="ABBA blocks (single, pool, pool, single)")
     parser.add_argument("--only", nargs="*", help="environments to measure (default: every installed one)")
     parser.add_argument("--out", default="bench-results.json")
@@ -112,11 +117,14 @@ def main(argv: list[str] | None = None) -> dict:
             # catalogue service warming up), and measured one after the other the second side reads a few per cent off
             runs: dict[int, list[float]] = {0: [], args.slots: []}
             for workers in [0, args.slots, args.slots, 0] * args.repeats:
-                value, step_cost = measure(factory, tasks, act, args.slots, args.steps, workers, args.rounds)
+                value, step_cost = measure(factory, tasks, act, args.slots, args.steps, workers, args.rounds,
+                                           args.min_seconds)  # fmt: skip
                 runs[workers].append(value)
                 if workers:
                     cost = step_cost  # the last pool's probe and decision
             single, pool = (sum(runs[w]) / len(runs[w]) for w in (0, args.slots))
+            blocks = [round((runs[args.slots][2 * b] + runs[args.slots][2 * b + 1])
+                            / (runs[0][2 * b] + runs[0][2 * b + 1]), 3) for b in range(args.repeats)]  # fmt: skip
             pooled_ms = f"{1e3 * cost['pooled_s'] / cost['pooled_calls']:.3f}"
             cpu_ms = f"{1e3 * cost['worker_cpu_s'] / cost['pooled_calls']:.3f}"
             tried = cost["in_process_calls"] > 0
@@ -124,13 +132,15 @@ def main(argv: list[str] | None = None) -> dict:
             where = "in-process" if cost["in_process"] else "in workers"
             why = ("trial won" if cost["in_process"] else "trial lost") if tried else "no trial"
             print(f"{name:<14}{single:>18.1f}{pool:>22.1f}{pool / single:>8.2f}{pooled_ms:>16}{cpu_ms:>17}"
-                  f"{trial_ms:>17}  {where} ({why})")  # fmt: skip
+                  f"{trial_ms:>17}  {where} ({why}); blocks {blocks}")  # fmt: skip
             figures[f"envs/{name}/single_steps_per_s"] = round(single, 2)
             figures[f"envs/{name}/pool_steps_per_s"] = round(pool, 2)
             figures[f"envs/{name}/pool_over_single"] = round(pool / single, 3)
+            figures[f"envs/{name}/pool_over_single_blocks"] = blocks
             figures[f"envs/{name}/pool_step_cost"] = cost
     figures["envs/load_average_1min"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
     figures["envs/config"] = {"slots": args.slots, "steps": args.steps, "rounds": args.rounds,
+                              "min_seconds": args.min_seconds,
                               "order": f"single, pool, pool, single x {args.repeats}, means"}  # fmt: skip
     out = Path(args.out)
     results = json.loads(out.read_text()) if out.is_file() else {}

@@ -44,7 +44,9 @@ def rows(results: dict) -> list[tuple[str, float | None, str, str]]:
         where = {True: "moved in-process", False: "in workers"}.get(cost.get("in_process"), "")
         goal = ">= 1.8 (2 cores)" if name == "alfworld" else (">= 1.0" if cost.get("in_process") else "")
         load = results.get("envs/load_average_1min", "")
-        out.append((f"pool / single, {name}", results[key], goal, f"{where}; load {load}"))
+        blocks = results.get(f"envs/{name}/pool_over_single_blocks")  # one ratio per ABBA block: the noise
+        spread = f"; blocks {min(blocks):.2f}-{max(blocks):.2f}" if blocks else ""
+        out.append((f"pool / single, {name}", results[key], goal, f"{where}{spread}; load {load}"))
     return out
 
 
