@@ -38,6 +38,13 @@ def test_log_prob_chunks_hold_each_rank_s_rows_once_and_are_as_many_on_every_ran
     for rank in range(world):
         assert [i for c in chunks[rank] for i in c] == plan.ranks[rank]  # every row once, in training order
         assert all(len(c) <= per_chunk for c in chunks[rank])
+    prompts = [[7] * (1 + i % 3) for i in range(n_rows)]  # three prompt lengths
+    by_length = [plan.chunks(rank, per_chunk, prompts) for rank in range(world)]
+    assert [len(c) for c in by_length] == [len(c) for c in chunks]  # the same forwards, the same sizes
+    for rank in range(world):
+        order = [i for c in by_length[rank] for i in c]
+        assert sorted(order) == sorted(plan.ranks[rank])  # every row once
+        assert [len(prompts[i]) for i in order] == sorted(len(prompts[i]) for i in order)  # shortest first
 
 
 def test_balance_rows_by_tokens():

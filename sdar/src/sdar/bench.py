@@ -235,16 +235,18 @@ def evaluation_pass(panel: int = 64, chunk: int = 16, repeats: int = 1) -> dict:
     return out
 
 
-# the trainer's no-grad chunks (`log_prob_micro_batch_rows`)
+# the trainer's no-grad chunks (`log_prob_micro_batch_rows`, rows ordered by prompt length: `StepPlan.chunks`), and
+# the same chunk size in rollout order (the trainer before it ordered them)
 CHUNKED = "teacher forward, shared prefix, log-prob chunks"
+CHUNKED_IN_ORDER = "teacher forward, shared prefix, log-prob chunks in rollout order"
 
 
 def _time_forwards(model, batches: list[dict], pad: int, repeats: int, backward: bool = True,
-                   chunks: list[dict] | None = None) -> dict:  # fmt: skip
+                   chunks: dict[str, list[dict]] | None = None) -> dict:  # fmt: skip
     """Seconds per pass over `batches` of: the student forward with grad and its backward (the loss forward; without
     `backward`, its no-grad forward only), the teacher's plain no-grad forward (TRL's) and its shared-prefix forward
-    (`agentrl_shared.prefix`), interleaved; with `chunks` (the same rows cut into the trainer's no-grad chunks of
-    `log_prob_micro_batch_rows`), also the shared-prefix teacher forward over those."""
+    (`agentrl_shared.prefix`), interleaved; with `chunks` (name -> the same rows cut into no-grad chunks of
+    `log_prob_micro_batch_rows`), also the shared-prefix teacher forward over each."""
     import torch
 
     from agentrl_shared.prefix import shared_prefix_logps
@@ -269,10 +271,11 @@ def _time_forwards(model, batches: list[dict], pad: int, repeats: int, backward:
             with torch.no_grad(), clock("teacher forward, shared prefix"):
                 shared = shared_prefix_logps(model, b["teacher_prompt_ids"], b["teacher_prompt_mask"], *c, pad)
             gap = max(gap, (ref - shared)[c[1].bool()].abs().max().item())
-        for b in chunks or []:
-            with torch.no_grad(), clock(CHUNKED):
-                shared_prefix_logps(model, b["teacher_prompt_ids"], b["teacher_prompt_mask"], b["completion_ids"],
-                                    b["completion_mask"], pad)  # fmt: skip
+        for name, cut in (chunks or {}).items():
+            for b in cut:
+                with torch.no_grad(), clock(name):
+                    shared_prefix_logps(model, b["teacher_prompt_ids"], b["teacher_prompt_mask"], b["completion_ids"],
+                                        b["completion_mask"], pad)  # fmt: skip
     model.zero_grad(set_to_none=True)
     out = {k: {"wall": clock.wall[k] / repeats, "cpu": clock.cpu[k] / repeats} for k in clock.wall}
     for kind in ("wall", "cpu"):
@@ -280,6 +283,9 @@ def _time_forwards(model, batches: list[dict], pad: int, repeats: int, backward:
         out[f"teacher_plain_over_shared_{kind}"] = plain_s / out["teacher forward, shared prefix"][kind]
         if chunks:
             out[f"teacher_plain_over_shared_chunks_{kind}"] = plain_s / out[CHUNKED][kind]
+            out[f"teacher_in_order_over_length_ordered_chunks_{kind}"] = (
+                out[CHUNKED_IN_ORDER][kind] / out[CHUNKED][kind]
+            )
     out["max_abs_logp_diff"] = gap
     out["teacher_tokens"] = int(sum(b["teacher_prompt_mask"].sum() for b in batches))
     out["student_tokens"] = int(sum(b["prompt_mask"].sum() for b in batches))
@@ -294,7 +300,8 @@ def teacher_forward(repeats: int = 2, paper_rows: int = 4) -> dict:
     - `cpu`: the CPU config's rows: one SDAR training rollout of 16 TextRooms episodes (SmolLM2-135M sampled at the
       config's temperature, seeded, with the config's completion cap, prompt length, history and skills), cut into
       its `micro_batch_rows` micro-batches in rollout order, and the teacher also over the trainer's no-grad chunks
-      of `log_prob_micro_batch_rows` rows.
+      of `log_prob_micro_batch_rows` rows (ordered by prompt length, `StepPlan.chunks`) and over chunks of that size
+      in rollout order.
     - `paper`: `PAPER_CONFIG`'s lengths with SmolLM2-135M: teacher prompts of `max_prompt_length`
       (the ALFWorld skill block of one task type, then the rest of the row's prompt: random tokens, no two rows
       alike past the block), completions of `max_completion_length`; `paper_rows` rows of one task (a 32-row
@@ -305,7 +312,7 @@ def teacher_forward(repeats: int = 2, paper_rows: int = 4) -> dict:
     import torch
     from trl.trainer.utils import add_fused_lm_head
 
-    from agentrl_shared.batch import rows_to_batch
+    from agentrl_shared.batch import plan_steps, rows_to_batch
     from agentrl_shared.envs import load_tasks
     from agentrl_shared.generation import HFGenerator
     from agentrl_shared.skills import skill_block, teacher_prompt, teacher_skills
@@ -329,14 +336,21 @@ def teacher_forward(repeats: int = 2, paper_rows: int = 4) -> dict:
                                      generate)  # fmt: skip
     rows = [r for e in episodes for r in e.rows]
 
-    def cut(n: int) -> list[dict]:  # the rows in rollout order, n per batch, with their teacher prompts
+    def cut(parts: list[list[int]]) -> list[dict]:  # the rows of each part, with their teacher prompts
         return [
-            rows_to_batch([r.prompt_ids for r in part], [r.completion_ids for r in part], [True] * len(part),
-                          [0.0] * len(part), pad, teacher_prompts=[r.teacher_prompt_ids for r in part])[0]
-            for part in (rows[i : i + n] for i in range(0, len(rows), n))
+            rows_to_batch([rows[i].prompt_ids for i in part], [rows[i].completion_ids for i in part],
+                          [True] * len(part), [0.0] * len(part), pad,
+                          teacher_prompts=[rows[i].teacher_prompt_ids for i in part])[0]
+            for part in parts
         ]  # fmt: skip
 
-    batches, chunks = cut(micro), cut(chunk)
+    def in_order(n: int) -> list[list[int]]:
+        return [list(range(i, min(i + n, len(rows)))) for i in range(0, len(rows), n)]
+
+    plan = plan_steps([len(r.prompt_ids) for r in rows], [1] * len(rows), 1, micro, 1)  # one rank, as the trainer
+    trainer_chunks = plan.chunks(0, chunk, [r.teacher_prompt_ids for r in rows])
+    batches = cut(in_order(micro))
+    chunks = {CHUNKED: cut(trainer_chunks), CHUNKED_IN_ORDER: cut(in_order(chunk))}
     out = {"cpu": _time_forwards(model, batches, pad, repeats, chunks=chunks)}
     out["cpu"]["micro_batch_rows"], out["cpu"]["log_prob_micro_batch_rows"] = micro, chunk
 
@@ -484,6 +498,10 @@ def _print_teacher(tf: dict) -> None:
             print(f"    {'teacher plain / shared prefix, chunks':42s} {f['teacher_plain_over_shared_chunks_wall']:8.2f} "
                   f"{f['teacher_plain_over_shared_chunks_cpu']:8.2f}   ({f['log_prob_micro_batch_rows']}-row chunks, "
                   f"{f['micro_batch_rows']}-row micro-batches)")  # fmt: skip
+        if "teacher_in_order_over_length_ordered_chunks_wall" in f:
+            print(f"    {'chunks in rollout order / by length':42s} "
+                  f"{f['teacher_in_order_over_length_ordered_chunks_wall']:8.2f} "
+                  f"{f['teacher_in_order_over_length_ordered_chunks_cpu']:8.2f}")  # fmt: skip
 
 
 SECTIONS = ("rollout", "main_job_split", "evaluation_pass", "teacher_forward", "step_time", "loss_forward")

@@ -50,12 +50,18 @@ class StepPlan:
     def step_of_micro_batch(self, k: int) -> int:
         return k // self.micro_per_step
 
-    def chunks(self, rank: int, rows_per_chunk: int) -> list[list[int]]:
-        """`rank`'s rows in training order, cut into chunks of `rows_per_chunk` for the no-grad forwards (verl
+    def chunks(self, rank: int, rows_per_chunk: int, prompts: list[list[int]] | None = None) -> list[list[int]]:
+        """`rank`'s rows cut into chunks of `rows_per_chunk` for the no-grad forwards (verl
         `log_prob_micro_batch_size_per_gpu`); every rank gets the same number of chunks (at least one), trailing ones
-        may be empty, so that the forwards stay in lock-step under ZeRO-3."""
+        may be empty, so that the forwards stay in lock-step under ZeRO-3. In training order, or with `prompts` (the
+        prompt ids of every row, by global index) ordered by prompt length, then tokens: a no-grad forward gives
+        each row its own log-probs whatever rows share its chunk, and a chunk pads every row to its longest one, so
+        rows of one length go together (the first turns of a group, whose prompts are alike, apart from the longer
+        later turns)."""
         count = max(1, max(-(-len(r) // rows_per_chunk) for r in self.ranks))
         rows = self.ranks[rank]
+        if prompts is not None:
+            rows = sorted(rows, key=lambda i: (len(prompts[i]), prompts[i]))
         return [rows[k * rows_per_chunk : (k + 1) * rows_per_chunk] for k in range(count)]
 
 

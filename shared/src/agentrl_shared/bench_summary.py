@@ -33,6 +33,10 @@ def rows(results: dict) -> list[tuple[str, float | None, str, str]]:
             out.append((f"teacher plain / shared prefix, {rows_}-row chunks ({shape})",
                         f["teacher_plain_over_shared_chunks_wall"], "> 1",
                         f"against {f['micro_batch_rows']}-row micro-batches; {provenance.get('commit', '')}"))  # fmt: skip
+        if "teacher_in_order_over_length_ordered_chunks_wall" in f:  # the chunks' rows ordered by prompt length
+            out.append((f"teacher chunks in rollout order / by length ({shape})",
+                        f["teacher_in_order_over_length_ordered_chunks_wall"], "> 1",
+                        f"{f['log_prob_micro_batch_rows']}-row chunks; {provenance.get('commit', '')}"))  # fmt: skip
     f, provenance = results.get("sdar/loss_forward", {}), results.get("sdar/provenance/loss_forward", {})
     detail = (f"{f.get('rows', '?')} rows, max |logp diff| {f.get('max_abs_logp_diff', float('nan')):.1e}, "
               f"max |grad diff| {f.get('max_abs_grad_diff', float('nan')):.1e}")  # fmt: skip

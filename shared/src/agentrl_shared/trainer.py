@@ -372,17 +372,18 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         completion_mask) -> (B, C)` over chunks of `log_prob_micro_batch_rows` rows (verl
         `log_prob_micro_batch_size_per_gpu`: a batch size of its own for the old-policy, reference and teacher
         forwards; None: `micro_batch_rows`); with `teacher` the rows' teacher prompts replace their prompts. Every
-        rank runs the same number of forwards (`StepPlan.chunks`: an empty chunk is one pad row); seconds go to
-        `self.timings[timing]`. Larger chunks share more of the rows' prompt prefixes under the shared-prefix forwards
-        (a task's skill block, its group's first prompt)."""
+        rank runs the same number of forwards (`StepPlan.chunks`: an empty chunk is one pad row; rows ordered by prompt
+        length, so a chunk pads less); seconds go to `self.timings[timing]`. Larger chunks share more of the rows'
+        prompt prefixes under the shared-prefix forwards (a task's skill block, its group's first prompt)."""
         t0, device = time.perf_counter(), self.accelerator.device
         per_chunk = self.args.log_prob_micro_batch_rows or plan.micro_rows
+        prompts = [r.teacher_prompt_ids if teacher else r.prompt_ids for r in rows]
         out: dict[int, Tensor] = {}
-        for index in plan.chunks(self.accelerator.process_index, per_chunk):
+        for index in plan.chunks(self.accelerator.process_index, per_chunk, prompts):  # rows of one length together
             chosen = [rows[i] for i in index]
-            prompts = [r.teacher_prompt_ids if teacher else r.prompt_ids for r in chosen]
-            batch, _ = rows_to_batch(prompts, [r.completion_ids for r in chosen], [r.carries_loss for r in chosen],
-                                     [0.0] * len(chosen), self.processing_class.pad_token_id)  # fmt: skip
+            batch, _ = rows_to_batch([prompts[i] for i in index], [r.completion_ids for r in chosen],
+                                     [r.carries_loss for r in chosen], [0.0] * len(chosen),
+                                     self.processing_class.pad_token_id)  # fmt: skip
             logps = forward(*(batch[k].to(device) for k in ("prompt_ids", "prompt_mask", "completion_ids",
                                                              "completion_mask")))  # fmt: skip
             for b, i in enumerate(index):
