@@ -27,6 +27,32 @@ def test_plan_uses_every_row_once_and_keeps_ranks_in_lock_step(world, n_rows):
         assert plan.step_tokens[j] == sum(loss_tokens[i] for i in rows)
 
 
+@pytest.mark.parametrize("world", [1, 2])
+@pytest.mark.parametrize("n_rows", [7, 33])
+def test_prompts_order_a_step_s_micro_batches_by_length_and_keep_its_rows(world, n_rows):
+    rng = random.Random(n_rows)
+    prompts = [[rng.randint(0, 3)] * rng.choice([3, 40, 80]) for _ in range(n_rows)]  # first turns short, later long
+    num_tokens, loss_tokens = [len(p) + 5 for p in prompts], [5] * n_rows
+    plain = plan_steps(num_tokens, loss_tokens, world, micro_rows=2, micro_per_step=4, rng=random.Random(0))
+    ordered = plan_steps(num_tokens, loss_tokens, world, micro_rows=2, micro_per_step=4, rng=random.Random(0),
+                         prompts=prompts)  # fmt: skip
+    assert (ordered.num_steps, ordered.step_tokens) == (plain.num_steps, plain.step_tokens)
+    for rank in range(world):
+        a, b = plain.micro_batches(rank), ordered.micro_batches(rank)
+        assert len(a) == len(b)
+        for j in range(plain.num_steps):  # the same rows in each step, each step's rows shortest first
+            step = [i for mb in b[4 * j : 4 * j + 4] for i in mb]
+            assert sorted(step) == sorted(i for mb in a[4 * j : 4 * j + 4] for i in mb)
+            assert [len(prompts[i]) for i in step] == sorted(len(prompts[i]) for i in step)
+
+    def padded(plan) -> int:  # prompt tokens the micro-batches run, each padded to its longest row
+        return sum(
+            len(mb) * max(len(prompts[i]) for i in mb) for r in range(world) for mb in plan.micro_batches(r) if mb
+        )
+
+    assert padded(ordered) <= padded(plain)
+
+
 @pytest.mark.parametrize("world", [1, 2, 3])
 @pytest.mark.parametrize("n_rows", [1, 7, 33])
 @pytest.mark.parametrize("per_chunk", [1, 3, 8, 64])

@@ -334,7 +334,8 @@ class EnvACETrainer(MultiTurnGRPOTrainer):
             return {"simulator/rows": 0.0}
         rng = random.Random(self.args.seed * 7919 + self.rollouts_done + 1)  # the policy's plan uses the seed + 0
         plan = plan_steps([len(p) + len(c) for p, c, _ in all_rows], [len(c) for _, c, _ in all_rows], world,
-                          self._micro_rows(len(all_rows)), self.args.gradient_accumulation_steps, rng)  # fmt: skip
+                          self._micro_rows(len(all_rows)), self.args.gradient_accumulation_steps, rng,
+                          prompts=[p for p, _, _ in all_rows])  # fmt: skip
         normalizer = torch.tensor(max(plan.step_tokens[0], 1) / world)  # the step's real tokens on all ranks / world
         row_normalizer = torch.tensor(len(all_rows) / world)  # the step's rows on all ranks / world
         saved, self._metrics = self._metrics, {"train": defaultdict(list), "eval": defaultdict(list)}

@@ -12,7 +12,10 @@ differ by at most one) and kept in rollout order within each rank, cut into step
 does (`verl/workers/actor/dp_actor.py` `update_policy`: `batch.split(ppo_mini_batch_size)`, `actor.shuffle: False`;
 an `rng` shuffles them first), the number of optimizer steps is ceil(max rows on a rank / rows per step), and every rank
 runs the same number of micro-batches, a rank with fewer rows getting empty ones (a single row that carries no loss)
-at the end. Every optimizer step's loss is then divided by the global number of real loss tokens of that step's rows
+at the end. Given the rows' prompts, a step's rows are cut into micro-batches ordered by prompt length (as verl's
+`use_dynamic_bsz` regroups a mini-batch's rows by length, `verl/utils/seqlen_balancing.py`
+`rearrange_micro_batches`): a micro-batch pads every row to its longest, and a step's gradient is the sum over its
+micro-batches, so which micro-batch holds a row changes only the float rounding. Every optimizer step's loss is then divided by the global number of real loss tokens of that step's rows
 (`StepPlan.step_tokens`), so every real token of a step weighs the same whatever rank or micro-batch holds it.
 `rows_to_batch` pads one micro-batch to its own longest prompt and completion.
 """
@@ -61,8 +64,13 @@ class StepPlan:
         count = max(1, max(-(-len(r) // rows_per_chunk) for r in self.ranks))
         rows = self.ranks[rank]
         if prompts is not None:
-            rows = sorted(rows, key=lambda i: (len(prompts[i]), prompts[i]))
+            rows = by_prompt_length(rows, prompts)
         return [rows[k * rows_per_chunk : (k + 1) * rows_per_chunk] for k in range(count)]
+
+
+def by_prompt_length(rows: list[int], prompts: list[list[int]]) -> list[int]:
+    """Row indices ordered by their prompt's length, then its tokens (rows with one prompt become neighbours)."""
+    return sorted(rows, key=lambda i: (len(prompts[i]), prompts[i]))
 
 
 def balance_rows(num_tokens: list[int], world: int) -> list[list[int]]:
@@ -85,10 +93,13 @@ def plan_steps(
     micro_rows: int,
     micro_per_step: int,
     rng: random.Random | None = None,
+    prompts: list[list[int]] | None = None,
 ) -> StepPlan:
     """Plan one rollout's optimizer steps from every row's token count (prompt + completion) and loss-token count.
 
-    With `rng` (seeded alike on every rank) each rank's rows are shuffled before they are cut into steps.
+    With `rng` (seeded alike on every rank) each rank's rows are shuffled before they are cut into steps. With
+    `prompts` (every row's prompt ids) each step's rows on a rank are ordered by prompt length, then tokens, before
+    they are cut into micro-batches (module docstring); the rows of each step stay the same.
 
     Raises `ValueError` when no rank holds a row (every episode failed before its first turn); the inputs are the
     same on every rank, so every rank raises together.
@@ -101,6 +112,9 @@ def plan_steps(
             rng.shuffle(rows)
     rows_per_step = micro_rows * micro_per_step
     num_steps = -(-max(len(r) for r in ranks) // rows_per_step)
+    if prompts is not None:  # each step's rows ordered by prompt length, for its micro-batches
+        steps = [slice(j * rows_per_step, (j + 1) * rows_per_step) for j in range(num_steps)]
+        ranks = [[i for step in steps for i in by_prompt_length(rows[step], prompts)] for rows in ranks]
     step_tokens = [
         sum(loss_tokens[i] for rows in ranks for i in rows[j * rows_per_step : (j + 1) * rows_per_step])
         for j in range(num_steps)

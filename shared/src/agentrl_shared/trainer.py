@@ -558,6 +558,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             world,
             self._micro_rows(len(all_rows)),
             self.args.gradient_accumulation_steps,
+            prompts=[r.prompt_ids for r in all_rows],  # a step's micro-batches: rows of one length together
         )
         pad = self.processing_class.pad_token_id
         indices = plan.micro_batches(rank)
