@@ -372,14 +372,16 @@ def loss_forward(repeats: int = 1) -> dict:
 
     Rows: one training rollout of the CPU config (2 tasks x G = 8 episodes of TextRooms, SmolLM2-135M sampled at the
     config's temperature, seeded, so that a group's second-turn prompts differ as in training), cut into its
-    `micro_batch_rows` micro-batches in rollout order (`plan_steps` on one rank). The loss: token-mean of
-    advantage x log-prob plus the entropy bonus, i.e. the terms whose gradient the two forwards must agree on. fp32,
-    the CPU config's precision. `max_abs_logp_diff` / `max_abs_grad_diff`: shared vs plain, over every micro-batch.
+    `micro_batch_rows` micro-batches as the trainer cuts them (`plan_steps` on one rank: ordered by prompt length),
+    and, for the shared-prefix forward, also in rollout order (the trainer before it ordered them). The loss:
+    token-mean of advantage x log-prob plus the entropy bonus, i.e. the terms whose gradient the forwards must agree
+    on. fp32, the CPU config's precision. `max_abs_logp_diff` / `max_abs_grad_diff`: shared vs plain, over every
+    row; `max_abs_grad_diff_in_order`: the rollout-order micro-batches' gradient vs the plain one.
     """
     import torch
     from trl.trainer.utils import add_fused_lm_head
 
-    from agentrl_shared.batch import rows_to_batch
+    from agentrl_shared.batch import plan_steps, rows_to_batch
     from agentrl_shared.envs import load_tasks
     from agentrl_shared.generation import HFGenerator
     from agentrl_shared.prefix import prefix_plan, shared_prefix_logps_and_entropies
@@ -401,11 +403,15 @@ def loss_forward(repeats: int = 1) -> dict:
     rows = [r for e in episodes for r in e.rows]
     g = torch.Generator().manual_seed(0)
     advantages = torch.randn(len(rows), generator=g).tolist()  # any values: both forwards get the same
-    batches = [
-        rows_to_batch([r.prompt_ids for r in rows[i : i + micro]], [r.completion_ids for r in rows[i : i + micro]],
-                      [True] * len(rows[i : i + micro]), advantages[i : i + micro], pad)[0]
-        for i in range(0, len(rows), micro)
-    ]  # fmt: skip
+
+    def cut(parts: list[list[int]]) -> list[dict]:
+        return [rows_to_batch([rows[i].prompt_ids for i in part], [rows[i].completion_ids for i in part],
+                              [True] * len(part), [advantages[i] for i in part], pad)[0] for part in parts if part]  # fmt: skip
+
+    plan = plan_steps([len(r.prompt_ids) + len(r.completion_ids) for r in rows], [1] * len(rows), 1, micro,
+                      -(-len(rows) // micro), prompts=[r.prompt_ids for r in rows])  # fmt: skip
+    batches = cut(plan.micro_batches(0))  # one optimizer step, as the CPU config's rollout makes
+    in_order = cut([list(range(i, min(i + micro, len(rows)))) for i in range(0, len(rows), micro)])
     n_tokens = sum(int(b["completion_mask"].sum()) for b in batches)
     model.train()
 
@@ -423,11 +429,13 @@ def loss_forward(repeats: int = 1) -> dict:
                                                  b["completion_mask"], pad, compute_entropy=True)  # fmt: skip
 
     clock, logps, grads = Clock(), {}, {}
+    IN_ORDER = "shared prefix, micro-batches in rollout order"
     for _ in range(repeats):
-        for name, forward in (("plain", plain), ("shared prefix", shared)):
+        for name, forward, cut_ in (("plain", plain, batches), ("shared prefix", shared, batches),
+                                    (IN_ORDER, shared, in_order)):  # fmt: skip
             model.zero_grad(set_to_none=True)
             with clock(f"loss forward + backward, {name}"):
-                for k, b in enumerate(batches):
+                for k, b in enumerate(cut_):
                     lp, ent = forward(b)
                     m = b["completion_mask"].float()
                     loss = -((lp * b["advantages"][:, None] + args.entropy_coef * ent) * m).sum() / n_tokens
@@ -437,12 +445,15 @@ def loss_forward(repeats: int = 1) -> dict:
     model.zero_grad(set_to_none=True)
     out = {k: {"wall": clock.wall[k] / repeats, "cpu": clock.cpu[k] / repeats} for k in clock.wall}
     for kind in ("wall", "cpu"):
-        out[f"plain_over_shared_{kind}"] = (
-            out["loss forward + backward, plain"][kind] / out["loss forward + backward, shared prefix"][kind]
-        )
+        shared_s = out["loss forward + backward, shared prefix"][kind]
+        out[f"plain_over_shared_{kind}"] = out["loss forward + backward, plain"][kind] / shared_s
+        out[f"in_order_over_ordered_{kind}"] = out[f"loss forward + backward, {IN_ORDER}"][kind] / shared_s
     out["max_abs_logp_diff"] = max((logps["plain", k] - logps["shared prefix", k]).abs().max().item()
                                    for k in range(len(batches)))  # fmt: skip
-    out["max_abs_grad_diff"] = max((a - b).abs().max().item() for a, b in zip(*grads.values(), strict=True))
+    out["max_abs_grad_diff"] = max((a - b).abs().max().item() for a, b in zip(grads["plain"], grads["shared prefix"],
+                                                                               strict=True))  # fmt: skip
+    out["max_abs_grad_diff_in_order"] = max((a - b).abs().max().item() for a, b in zip(grads["plain"], grads[IN_ORDER],
+                                                                                        strict=True))  # fmt: skip
     out["max_abs_grad"] = max(a.abs().max().item() for a in grads["plain"])
     out["rows"], out["micro_batches"] = len(rows), len(batches)
     out["prompt_tokens"] = int(sum(b["prompt_mask"].sum() for b in batches))
@@ -590,6 +601,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  {'plain / shared prefix':44s} {lf['plain_over_shared_wall']:8.2f} {lf['plain_over_shared_cpu']:8.2f}"
               f"   max |logp diff| {lf['max_abs_logp_diff']:.1e}, max |grad diff| {lf['max_abs_grad_diff']:.1e} "
               f"(max |grad| {lf['max_abs_grad']:.1e})")  # fmt: skip
+        print(f"  {'rollout-order / length-ordered micro-batches':44s} {lf['in_order_over_ordered_wall']:8.2f} "
+              f"{lf['in_order_over_ordered_cpu']:8.2f}   max |grad diff| to plain "
+              f"{lf['max_abs_grad_diff_in_order']:.1e}")  # fmt: skip
         merge(figures)
 
 

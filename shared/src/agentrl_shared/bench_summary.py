@@ -42,6 +42,9 @@ def rows(results: dict) -> list[tuple[str, float | None, str, str]]:
               f"max |grad diff| {f.get('max_abs_grad_diff', float('nan')):.1e}")  # fmt: skip
     out.append(("loss forward + backward plain / shared prefix (cpu)", f.get("plain_over_shared_wall"), "> 1",
                 f"{detail}; {provenance.get('commit', '')} {provenance.get('note', '')}".strip()))  # fmt: skip
+    if "in_order_over_ordered_wall" in f:  # the trainer's micro-batches: a step's rows ordered by prompt length
+        out.append(("loss fwd + bwd, rollout order / by length (cpu)", f["in_order_over_ordered_wall"], "> 1",
+                    f"max |grad diff| {f['max_abs_grad_diff_in_order']:.1e}; {provenance.get('commit', '')}"))  # fmt: skip
     for key in sorted(k for k in results if k.startswith("envs/") and k.endswith("/pool_over_single")):
         name = key.split("/")[1]
         cost = results.get(f"envs/{name}/pool_step_cost", {})
