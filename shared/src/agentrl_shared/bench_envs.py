@@ -10,7 +10,7 @@ at least `rounds` of them and at least `min_seconds` of stepping: a TextRooms ro
 millisecond, where the clock's and the machine's noise would be the figure. Prints both side by side with the ratio of
 each ABBA block (its spread is the noise), what the pool measured per step call (pooled wall, the workers' CPU
 estimate, in-process wall in the trial) and its decision, and merges `envs/<name>/{single,pool}_steps_per_s`, their
-ratio, the blocks' ratios and `envs/<name>/pool_step_cost` into `bench-results.json`.
+ratio, the blocks' ratios, `envs/<name>/pool_step_cost` and the commit into `bench-results.json`.
 """
 
 import argparse
@@ -105,7 +105,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--only", nargs="*", help="environments to measure (default: every installed one)")
     parser.add_argument("--out", default="bench-results.json")
     args = parser.parse_args(argv)
-    figures = {}
+    from .provenance import git_commit
+
+    figures, commit = {}, git_commit()  # the commit this process started from
     load_before = os.getloadavg()[0]  # a shared machine: the 1-minute load before and after, filed with the figures
     with tempfile.TemporaryDirectory() as tmp:
         print(f"{'env':<14}{'single (steps/s)':>18}{'pool x' + str(args.slots) + ' (steps/s)':>22}{'ratio':>8}"
@@ -138,6 +140,7 @@ def main(argv: list[str] | None = None) -> dict:
             figures[f"envs/{name}/pool_over_single"] = round(pool / single, 3)
             figures[f"envs/{name}/pool_over_single_blocks"] = blocks
             figures[f"envs/{name}/pool_step_cost"] = cost
+            figures[f"envs/{name}/commit"] = commit  # per environment: a run with --only refiles only its own
     figures["envs/load_average_1min"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
     figures["envs/config"] = {"slots": args.slots, "steps": args.steps, "rounds": args.rounds,
                               "min_seconds": args.min_seconds,

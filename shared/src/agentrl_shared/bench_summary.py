@@ -53,7 +53,8 @@ def rows(results: dict) -> list[tuple[str, float | None, str, str]]:
         load = results.get("envs/load_average_1min", "")
         blocks = results.get(f"envs/{name}/pool_over_single_blocks")  # one ratio per ABBA block: the noise
         spread = f"; blocks {min(blocks):.2f}-{max(blocks):.2f}" if blocks else ""
-        out.append((f"pool / single, {name}", results[key], goal, f"{where}{spread}; load {load}"))
+        commit = f"; {results[f'envs/{name}/commit']}" if f"envs/{name}/commit" in results else ""
+        out.append((f"pool / single, {name}", results[key], goal, f"{where}{spread}; load {load}{commit}"))
     return out
 
 
