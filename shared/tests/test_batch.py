@@ -66,7 +66,7 @@ def test_log_prob_chunks_hold_each_rank_s_rows_once_and_are_as_many_on_every_ran
         assert all(len(c) <= per_chunk for c in chunks[rank])
     prompts = [[7] * (1 + i % 3) for i in range(n_rows)]  # three prompt lengths
     by_length = [plan.chunks(rank, per_chunk, prompts) for rank in range(world)]
-    assert [len(c) for c in by_length] == [len(c) for c in chunks]  # the same forwards, the same sizes
+    assert [[len(c) for c in r] for r in by_length] == [[len(c) for c in r] for r in chunks]  # same forwards, sizes
     for rank in range(world):
         order = [i for c in by_length[rank] for i in c]
         assert sorted(order) == sorted(plan.ranks[rank])  # every row once

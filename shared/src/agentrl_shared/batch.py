@@ -7,16 +7,17 @@ ceil(rows / mini-batch) steps, the last one partial) and micro-batches of `ppo_m
 `adjust_batch` first duplicates random rows until the row count divides lcm(micro sizes) x world; those duplicates
 enter the group statistics and the loss.
 
-`plan_steps` keeps the same step structure without duplicates: rows are balanced across ranks by tokens (counts
-differ by at most one) and kept in rollout order within each rank, cut into steps in that order as verl's update
-does (`verl/workers/actor/dp_actor.py` `update_policy`: `batch.split(ppo_mini_batch_size)`, `actor.shuffle: False`;
-an `rng` shuffles them first), the number of optimizer steps is ceil(max rows on a rank / rows per step), and every rank
-runs the same number of micro-batches, a rank with fewer rows getting empty ones (a single row that carries no loss)
-at the end. Given the rows' prompts, a step's rows are cut into micro-batches ordered by prompt length (as verl's
-`use_dynamic_bsz` regroups a mini-batch's rows by length, `verl/utils/seqlen_balancing.py`
-`rearrange_micro_batches`): a micro-batch pads every row to its longest, and a step's gradient is the sum over its
-micro-batches, so which micro-batch holds a row changes only the float rounding. Every optimizer step's loss is then divided by the global number of real loss tokens of that step's rows
-(`StepPlan.step_tokens`), so every real token of a step weighs the same whatever rank or micro-batch holds it.
+`plan_steps` keeps the same step structure without duplicates: rows are balanced across ranks by tokens (counts differ
+by at most one) and kept in rollout order within each rank, cut into steps in that order as verl's update does
+(`verl/workers/actor/dp_actor.py` `update_policy`: `batch.split(ppo_mini_batch_size)`, `actor.shuffle: False`; an `rng`
+shuffles them first), the number of optimizer steps is ceil(max rows on a rank / rows per step), and every rank runs
+the same number of micro-batches, a rank with fewer rows getting empty ones (a single row that carries no loss) at the
+end. Given the rows' prompts, a step's rows are cut into micro-batches ordered by prompt length (as verl's
+`use_dynamic_bsz` regroups a mini-batch's rows by length, `verl/utils/seqlen_balancing.py` `rearrange_micro_batches`):
+a micro-batch pads every row to its longest, and a step's gradient is the sum over its micro-batches, so which
+micro-batch holds a row changes only the float rounding. Every optimizer step's loss is then divided by the global
+number of real loss tokens of that step's rows (`StepPlan.step_tokens`), so every real token of a step weighs the same
+whatever rank or micro-batch holds it.
 `rows_to_batch` pads one micro-batch to its own longest prompt and completion.
 """
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from .envs import EnvFailure, load_tasks, make_env
 from .envs.pool import EnvPool
+from .provenance import git_commit
 
 
 def _setups(tmp: Path) -> dict:
@@ -105,8 +106,6 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--only", nargs="*", help="environments to measure (default: every installed one)")
     parser.add_argument("--out", default="bench-results.json")
     args = parser.parse_args(argv)
-    from .provenance import git_commit
-
     figures, commit = {}, git_commit()  # the commit this process started from
     load_before = os.getloadavg()[0]  # a shared machine: the 1-minute load before and after, filed with the figures
     with tempfile.TemporaryDirectory() as tmp:
