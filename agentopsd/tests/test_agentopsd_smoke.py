@@ -126,3 +126,19 @@ def test_log_prob_chunks_train_as_the_micro_batch_forwards(tmp_path):
     for rows in ("3", "16"):
         for key in ("loss", "grad_norm", "agentopsd/teacher_student_gap_mean", "agentopsd/v0_mean", "entropy"):
             assert runs[rows][key] == pytest.approx(runs["null"][key], rel=1e-4, abs=1e-6), (rows, key)
+
+
+def test_generation_student_logps_train_as_the_recomputed_forward(tmp_path):
+    # `student_logps=generation` (the CPU config) reads l^S from the logits HF generation sampled with instead of a
+    # forward of every row; the same rollout then gives the same gap, belief prior, loss and gradient to float rounding
+    runs = {}
+    for source in ("recompute", "generation"):
+        out = tmp_path / source
+        main(["train", "--config", "smoke", f"trainer.output_dir={out}", "trainer.num_rollouts=1",
+              f"trainer.student_logps={source}"])  # fmt: skip
+        logs = [h for h in json.loads((out / "results.json").read_text())["log_history"] if "loss" in h]
+        runs[source] = logs[0]
+    assert "time/old_logps_s" in runs["recompute"] and "time/old_logps_s" not in runs["generation"]
+    for key in ("loss", "grad_norm", "agentopsd/teacher_student_gap_mean", "agentopsd/teacher_student_gap_std",
+                "agentopsd/v0_mean", "entropy"):  # fmt: skip
+        assert runs["generation"][key] == pytest.approx(runs["recompute"][key], rel=1e-4, abs=1e-6), key

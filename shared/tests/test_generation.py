@@ -7,7 +7,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from agentrl_shared.envs import load_tasks, make_env
 from agentrl_shared.envs.pool import EnvPool
 from agentrl_shared.evaluation import run_panel
-from agentrl_shared.generation import HFGenerator, load_eval_model
+from agentrl_shared.generation import HFGenerator, SampledTokenLogps, load_eval_model
 from agentrl_shared.models import tiny_qwen3
 from agentrl_shared.prompts import make_prompt
 from agentrl_shared.rollout import RolloutCollector
@@ -69,6 +69,28 @@ def test_hf_generator_autocast_generates_in_bf16(tiny, monkeypatch):
     seen.clear()
     HFGenerator(model, tok, 4, temperature=0.0)(prompts)  # default: the weights' own precision
     assert seen and not any(seen)
+
+
+def test_sampled_token_logps_equal_the_forward_of_the_whole_row(tiny):
+    """The log-probs recorded from the logits HF generation sampled with equal those of a plain forward of each row
+    (prompt, then completion) at the sampling temperature, TRL's theta_old, to float rounding in fp32; a completion
+    cut short (after an EOS) keeps its first tokens' log-probs."""
+    model, tok = tiny
+    prompts = [
+        tok(t, add_special_tokens=False).input_ids for t in ("<action>go to", "Task: find the apple. You are in")
+    ]
+    torch.manual_seed(0)
+    with SampledTokenLogps(model, temperature=0.7) as record:
+        completions, _ = HFGenerator(model, tok, 6, temperature=0.7)(prompts)
+    completions[1] = completions[1][:3]  # as if it had stopped at an EOS
+    recorded = record.rows(completions)
+    assert [len(r) for r in recorded] == [len(c) for c in completions] and len(recorded[0]) == 6
+    for prompt, completion, logps in zip(prompts, completions, recorded, strict=True):
+        ids = torch.tensor([prompt + completion])
+        with torch.no_grad():
+            logits = model(input_ids=ids).logits[0, len(prompt) - 1 : -1] / 0.7  # (C, V)
+        expected = torch.log_softmax(logits, dim=-1).gather(1, torch.tensor(completion)[:, None]).squeeze(1)
+        torch.testing.assert_close(torch.tensor(logps), expected, atol=1e-5, rtol=0)
 
 
 def test_one_batched_evaluation_pass_equals_episodes_played_alone(tiny):

@@ -15,6 +15,7 @@ from trl import GRPOConfig
 CREDITS = ("agentopsd", "grpo", "rlsd")
 GRANULARITIES = ("turn", "token")
 SKILL_POSITIONS = ("legacy", "user")
+STUDENT_LOGPS = ("recompute", "generation")
 
 
 @dataclass
@@ -74,6 +75,16 @@ class AgentOPSDConfig(GRPOConfig):
             keys/values, `agentrl_shared.prefix.shared_prefix_logps_and_entropies`); the G identical first-turn
             prompts of a group run once. Log-probs, entropies and gradients equal the plain forward at atol 1e-5 in
             fp32 (`shared/tests/test_prefix.py`). On in the CPU and smoke configs, off by default (as above).
+        student_logps (`str`, *optional*, defaults to `"recompute"`): where the rollout-time student log-probs l^S of
+            the gap come from when the rollout makes one optimizer step (with several, theta_old is recomputed for the
+            loss anyway and read from there). `recompute`: a no-grad forward of every row, as the official trainer
+            (verl `actor.compute_log_prob` -> `old_log_probs`). `generation`: with HF generation (no vLLM), the
+            log-probs of the sampled tokens taken from the logits the policy sampled them with
+            (`agentrl_shared.generation.SampledTokenLogps`): the same weights, precision and function, so equal to the
+            recompute up to float rounding (the key/value cache, the padding), without its forward (verl's
+            `algorithm.rollout_correction.bypass_mode` takes the rollout's log-probs as old log-probs the same way).
+            With vLLM the base already recomputes theta_old to measure the engine gap, and that is used. On in the
+            CPU config (the forward is a fifth of a step there, `make bench`); off by default.
         skills_dir (`str`, *optional*): a folder of the official skill documents in their layout (`<env>/
             skill_mapping.json` and the files it names; ZJU-REAL/SDAR@8b85c23 `skills/`, fetched by
             `make data ENV=skills`); the paper configs read `${SKILLS_DATA}`. None (CPU and test configs): this
@@ -130,6 +141,9 @@ class AgentOPSDConfig(GRPOConfig):
     )
     shared_prefix_policy: bool = field(
         default=False, metadata={"help": "student and loss forwards: shared prompt prefix once per micro-batch."}
+    )
+    student_logps: str = field(
+        default="recompute", metadata={"help": "recompute (official) | generation (HF's sampling logits, no forward)."}
     )
     skills_dir: str | None = field(
         default=None,
@@ -189,6 +203,7 @@ class AgentOPSDConfig(GRPOConfig):
             ("credit", self.credit, CREDITS),
             ("granularity", self.granularity, GRANULARITIES),
             ("skill_position", self.skill_position, SKILL_POSITIONS),
+            ("student_logps", self.student_logps, STUDENT_LOGPS),
         ):
             if value not in valid:
                 raise ValueError(f"Unknown trainer.{name} {value!r}; valid: {', '.join(valid)}.")

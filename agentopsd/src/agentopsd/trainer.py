@@ -37,7 +37,8 @@ class AgentOPSDTrainer(MultiTurnGRPOTrainer):
     The reweighting needs every turn of every episode before any update, in the official order
     (`opsd_ray_trainer.py`: `old_log_prob`, then the teacher forward, then the "adv" block): the rollout-time student
     log-probs and the teacher log-probs (same weights, skill-prefixed prompts, no grad) are computed once per row, in
-    chunks of `log_prob_micro_batch_rows` rows (every rank runs the same number of forwards, ZeRO-3 lock-step); the
+    chunks of `log_prob_micro_batch_rows` rows (every rank runs the same number of forwards, ZeRO-3 lock-step; with
+    `student_logps="generation"` the student's come from HF generation's own logits instead, no forward); the
     per-row gaps delta = l^T - l^S are all-gathered, and every rank computes the same advantages for all rows:
         turn:  A_hat_k = A_k * ((1 - lam) + lam * m_k)  (`credit.turn_advantages`, per episode),
         token: A_hat_t = A * ((1 - lam) + lam * m_t)    (`credit.token_advantages`, per row).
@@ -91,12 +92,16 @@ class AgentOPSDTrainer(MultiTurnGRPOTrainer):
     def uses_teacher(self) -> bool:
         return self.args.credit != "grpo" or self.args.sdl_coef != 0.0
 
+    @property
+    def records_generation_logps(self) -> bool:
+        return self.args.credit != "grpo" and self.args.student_logps == "generation"
+
     def _row_meta(self, row) -> dict:
         """What the belief recursion reads of a row after the gather (`credit.episode_turn_credit`)."""
         return {"group_id": row.group_id, "episode_id": row.episode_id, "turn_idx": row.turn_idx,
                 "reward": row.reward, "return": row.episode_return}  # fmt: skip
 
-    def _extra_forwards(self, micro_batches, indices, rows, plan) -> None:
+    def _extra_forwards(self, micro_batches, indices, rows, plan, old) -> None:
         """The teacher forward and the advantage reshaping, before any update, in the official order
         (`opsd_ray_trainer.py`: `old_log_prob = actor.compute_log_prob(batch)`, then the teacher forward on
         `build_teacher_batch`, then the "adv" block). Once per row, in chunks of `log_prob_micro_batch_rows` rows
@@ -111,14 +116,13 @@ class AgentOPSDTrainer(MultiTurnGRPOTrainer):
             self._to_micro_batches(teacher, micro_batches, indices, "teacher_per_token_logps")
         if not reweight:
             return
-        # the rollout-time student log-probs l^S (theta_old): the base's when the rollout makes more than one
-        # optimizer step, else a forward of their own in the same chunks
-        if plan.num_steps > 1:
-            student = {
-                i: b["old_per_token_logps"][k, : len(rows[i].completion_ids)]
-                for b, index in zip(micro_batches, indices, strict=True)
-                for k, i in enumerate(index)
-            }
+        # the rollout-time student log-probs l^S (theta_old): the base's recompute where it ran one (several
+        # optimizer steps, or the vLLM gap); else, with `student_logps="generation"`, those HF generation recorded
+        # from the logits it sampled with (`records_generation_logps`); else a forward of their own in the same chunks
+        if old is not None:
+            student = old
+        elif self.args.student_logps == "generation":
+            student = {i: torch.tensor(rows[i].sampling_logps).to(teacher[i]) for i in teacher}
         else:
             forward = self._logps_of(self.model, shared_prefix=self.args.shared_prefix_policy)
             student = self._row_logps(rows, plan, forward, "old_logps_s")

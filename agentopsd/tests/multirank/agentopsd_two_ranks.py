@@ -50,13 +50,13 @@ class RecordingTrainer(agentopsd.trainer.AgentOPSDTrainer):
         super().__init__(*args, **kwargs)
         RecordingTrainer.instance = self
 
-    def _extra_forwards(self, micro_batches, indices, rows, plan):
+    def _extra_forwards(self, micro_batches, indices, rows, plan, old):
         if self.rollouts_done == 1:  # every rank's rows after the gather, with their GRPO advantages
             m = ("group_id", "episode_id", "turn_idx", "reward", "return")
             table = [(r.prompt_ids, r.completion_ids, r.carries_loss, r.advantage, r.teacher_prompt_ids,
                       tuple(r.meta[k] for k in m)) for r in rows]  # fmt: skip
             torch.save(table, OUT / f"rank{self.accelerator.process_index}_rows.pt")
-        super()._extra_forwards(micro_batches, indices, rows, plan)
+        super()._extra_forwards(micro_batches, indices, rows, plan, old)
 
     def _rollout_micro_batches(self, inputs):
         batches = super()._rollout_micro_batches(inputs)

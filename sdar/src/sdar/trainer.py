@@ -79,7 +79,7 @@ class SDARTrainer(MultiTurnGRPOTrainer):
         rows, advantages = super()._score(episodes)
         return rows, self.args.pg_loss_coef * advantages
 
-    def _extra_forwards(self, micro_batches, indices, rows, plan) -> None:
+    def _extra_forwards(self, micro_batches, indices, rows, plan, old) -> None:
         """The self-teacher's log-probs l_T of the sampled tokens (Eq. 5), once per rollout at theta_old: the same
         policy on the skill-prefixed prompt, no-grad, in chunks of `log_prob_micro_batch_rows` rows (verl's
         `compute_log_prob` batch size), the same forwards on every rank (the skill block run once per chunk with

@@ -49,8 +49,8 @@ class RecordingTrainer(sdar.trainer.SDARTrainer):
         super().__init__(*args, **kwargs)
         RecordingTrainer.instance = self
 
-    def _extra_forwards(self, micro_batches, indices, rows, plan):
-        super()._extra_forwards(micro_batches, indices, rows, plan)
+    def _extra_forwards(self, micro_batches, indices, rows, plan, old):
+        super()._extra_forwards(micro_batches, indices, rows, plan, old)
         if self.rollouts_done == 1:  # each micro-batch with its rows' teacher prompts (the forward reads the rows)
             saved = [
                 {k: v.cpu() for k, v in b.items()} | {"teacher_prompts": [rows[i].teacher_prompt_ids for i in index]}

@@ -4,7 +4,8 @@
 `GRPOTrainer._generate_single_turn`, which is TRL's vLLM path on GPU (colocate or server, with weight sync) and HF
 `generate` under `unwrap_model_for_generation` otherwise (ZeRO-3 gather included), with the trainer's sampling
 settings; `sampling_overrides` temporarily swaps the temperature for validation (verl-agent `val_kwargs`).
-`matched_vllm_engine` gives the colocated vLLM engine TRL builds the trainer's dtype (and eager mode on CPU);
+`SampledTokenLogps` records, during HF `generate`, the log-prob of each sampled token under the logits the policy
+produced for it (the rollout-time log-probs that vLLM returns itself). `matched_vllm_engine` gives the colocated vLLM engine TRL builds the trainer's dtype (and eager mode on CPU);
 `sync_vllm_weights` pushes the trainer's weights into it (TRL's sync, or vLLM's reload on vLLM's CPU build).
 """
 
@@ -93,6 +94,47 @@ def load_eval_model(path: str, dtype: str, use_cpu: bool = False):
 
 def _as_list(x) -> list:
     return [] if x is None else list(x) if isinstance(x, (list, tuple)) else [x]
+
+
+class SampledTokenLogps:
+    """The log-prob of every token HF `generate` samples, log softmax(logits / temperature)[token], taken from the
+    logits the policy computed to sample it: the rollout-time log-probs theta_old of the sampled tokens that vLLM
+    returns itself, without a forward of their own. The same function of the same weights as TRL's forward of the
+    whole row (`_get_per_token_logps_and_entropies`, which also divides by the temperature and applies no top-p or
+    top-k), so equal to it up to float rounding (the key/value cache, the padding); tested at atol 1e-5 in fp32.
+
+    A forward hook on `model` (the module whose `__call__` `generate` runs once per position): each call's last-
+    position logits give a pending (B, V) log-softmax, resolved by the next call's `input_ids` (the token just
+    sampled) or, for the last position, by the completions `rows` receives. One (B, V) is held at a time.
+
+        with SampledTokenLogps(model, temperature) as record:
+            completions = ...  # one `generate` call on `model`
+        logps = record.rows(completions)  # [[log p of each completion token], ...] in prompt order
+    """
+
+    def __init__(self, model, temperature: float):
+        self.model, self.temperature = model, temperature
+        self.steps: list[torch.Tensor] = []  # (B,) log-prob of the token sampled at each resolved position
+        self.pending: torch.Tensor | None = None  # (B, V) log-softmax of the last position, token not yet seen
+
+    def __enter__(self) -> "SampledTokenLogps":
+        self.handle = self.model.register_forward_hook(self._hook, with_kwargs=True)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.handle.remove()
+
+    def _hook(self, module, args, kwargs, output) -> None:
+        if self.pending is not None:  # this call's last input token is the one sampled from `pending`
+            self.steps.append(self.pending.gather(1, kwargs["input_ids"][:, -1:]).squeeze(1).cpu())
+        self.pending = torch.log_softmax(output.logits[:, -1].float() / self.temperature, dim=-1)  # (B, V)
+
+    def rows(self, completions: list[list[int]]) -> list[list[float]]:
+        """Each completion's token log-probs (its tokens are the ones sampled, cut after the first EOS)."""
+        last = len(self.steps)  # the position whose token no later call fed back
+        tail = torch.tensor([c[last] if len(c) > last else 0 for c in completions], device=self.pending.device)
+        table = torch.stack([*self.steps, self.pending.gather(1, tail[:, None]).squeeze(1).cpu()], dim=1)  # (B, n)
+        return [table[k, : len(c)].tolist() for k, c in enumerate(completions)]
 
 
 def trainer_generate_fn(trainer):

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 import torch
+from accelerate.utils import is_peft_model
 from datasets import Dataset
 from torch import Tensor
 from torch.utils.data import Sampler
@@ -30,7 +31,13 @@ from .batch import StepPlan, plan_steps, rows_to_batch
 from .cadence import GroupedTaskSampler, RolloutCadence, rollout_lr_factor
 from .envs import make_env
 from .envs.pool import EnvPool
-from .generation import matched_vllm_engine, sampling_overrides, sync_vllm_weights, trainer_generate_fn
+from .generation import (
+    SampledTokenLogps,
+    matched_vllm_engine,
+    sampling_overrides,
+    sync_vllm_weights,
+    trainer_generate_fn,
+)
 from .lora import adapters_disabled
 from .prefix import shared_prefix_logps, shared_prefix_logps_and_entropies
 from .rollout import (
@@ -281,8 +288,9 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         return self.args.micro_batch_rows
 
     def _extra_forwards(self, micro_batches: list[dict], indices: list[list[int]], rows: list[TrainRow],
-                        plan: StepPlan) -> None:  # fmt: skip
-        """No extra forward in plain GRPO."""
+                        plan: StepPlan, old: dict[int, Tensor] | None) -> None:  # fmt: skip
+        """No extra forward in plain GRPO. `old`: the theta_old (C_i,) log-probs of the rows this rank holds where the
+        base recomputed them (several optimizer steps, or the vLLM log-prob gap), else None."""
 
     def _rollout_metrics(self, episodes: list[Episode], rows: list[Row]) -> dict[str, float]:
         counts = Counter()
@@ -294,6 +302,12 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
     @property
     def uses_teacher(self) -> bool:
         """Whether micro-batches carry the rows' teacher prompts (a self-teacher reads them)."""
+        return False
+
+    @property
+    def records_generation_logps(self) -> bool:
+        """Whether HF generation (no vLLM) records each sampled token's log-prob into the rows' `sampling_logps`
+        (`generation.SampledTokenLogps`), for a hook that reads the rollout-time log-probs without a forward."""
         return False
 
     def _all_ranks(self, value) -> list:
@@ -325,7 +339,15 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             self._last_loaded_step = self.state.global_step
             self.timings["weight_sync_s"] += time.perf_counter() - t0
         t0 = time.perf_counter()
-        out = trainer_generate_fn(self)(prompt_ids)
+        if self.model.training and self.records_generation_logps and not self.use_vllm:
+            # HF generate returns no log-probs: take them from the logits it sampled with (the causal LM whose
+            # `__call__` generate runs: under PEFT the base model inside the adapter wrappers)
+            lm = self.model.get_base_model() if is_peft_model(self.model) else self.model
+            with SampledTokenLogps(lm, self.temperature) as record:
+                completions, _ = trainer_generate_fn(self)(prompt_ids)
+            out = completions, record.rows(completions)
+        else:
+            out = trainer_generate_fn(self)(prompt_ids)
         if self.model.training:
             self.timings["generation_s"] += time.perf_counter() - t0
         return out
@@ -578,10 +600,12 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             micro_batches.append(batch)
 
         # No-grad forwards in the training precision, over chunks of `log_prob_micro_batch_rows` rows, the same number
-        # on every rank (ZeRO-3 lock-step). The sampler/trainer log-prob gap is measured wherever rows carry the
-        # engine's log-probs (every rank sees all rows, so every rank decides alike); it needs theta_old, a forward of
-        # its own with a single step
-        measure_gap = any(r.sampling_logps is not None for r in all_rows)
+        # on every rank (ZeRO-3 lock-step). The vLLM/trainer log-prob gap is measured wherever rows carry vLLM's
+        # log-probs (every rank sees all rows, so every rank decides alike); it needs theta_old, a forward of its own
+        # with a single step. HF's recorded log-probs (`records_generation_logps`) come from the trainer's own weights
+        # and precision: there is no engine gap to measure
+        measure_gap = self.use_vllm and any(r.sampling_logps is not None for r in all_rows)
+        old = None
         with torch.no_grad(), self.accelerator.autocast():
             # theta_old: from the second optimizer step on the policy has moved (verl recomputes old log-probs);
             # with a single step the loss forward's detached log-probs are theta_old
@@ -595,7 +619,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             if self.beta != 0.0:
                 ref = self._row_logps(all_rows, plan, self._ref_logps, "ref_logps_s")
                 self._to_micro_batches(ref, micro_batches, indices, "ref_per_token_logps")
-            self._extra_forwards(micro_batches, indices, all_rows, plan)
+            self._extra_forwards(micro_batches, indices, all_rows, plan, old)
 
         n_rows = len(all_rows)
         metrics = self._rollout_metrics(episodes, rows)
