@@ -1,6 +1,7 @@
 """Environments that misbehave on purpose, importable by spawned pool workers (tests only)."""
 
 import os
+import threading
 import time
 
 from agentrl_shared.envs.base import Step
@@ -69,6 +70,23 @@ class SlowStepEnv(PidEnv):
 
 def make_slow_step_env(step_s: float = 0.05) -> SlowStepEnv:
     return SlowStepEnv(step_s)
+
+
+_ENGINE_LOCK = threading.Lock()  # one per process, as a library that serialises its callers in a process
+
+
+class LockedSlowStepEnv(SlowStepEnv):
+    """`SlowStepEnv` whose wait holds a lock shared by every instance in the process (an engine that serialises its
+    callers, or a C extension that holds the GIL while it waits): in one process the slots' waits add up, threads or
+    not; in workers they overlap."""
+
+    def step(self, action: str) -> Step:
+        with _ENGINE_LOCK:
+            return super().step(action)
+
+
+def make_locked_slow_step_env(step_s: float = 0.05) -> LockedSlowStepEnv:
+    return LockedSlowStepEnv(step_s)
 
 
 class BusyStepEnv(PidEnv):

@@ -1,11 +1,18 @@
-"""The pool measures both sides before it keeps an environment in the trainer's process: a cheap step moves in and
-stays, an IO-bound step (cheap on the CPU, slow on the wall) tries in-process and goes back to new workers, a
-CPU-bound step never tries, and a slot's episode never changes process mid-way."""
+"""The pool measures every side before it keeps an environment in the trainer's process: a cheap step moves in and
+stays, an IO-bound step (cheap on the CPU, slow on the wall) tries in-process one after another and in threads, and
+stays where it was fastest; one whose waits serialise in a process goes back to new workers; a CPU-bound step never
+tries; and a slot's episode never changes process mid-way."""
 
 import functools
 import os
 
-from faulty_envs import make_busy_step_env, make_faulty_env, make_pid_env, make_slow_step_env
+from faulty_envs import (
+    make_busy_step_env,
+    make_faulty_env,
+    make_locked_slow_step_env,
+    make_pid_env,
+    make_slow_step_env,
+)
 
 from agentrl_shared.envs import load_tasks
 from agentrl_shared.envs.base import EnvFailure
@@ -35,31 +42,53 @@ def test_cheap_environment_moves_in_at_the_next_reset_and_stays_with_the_same_ep
         assert cost["worker_cpu_s"] < TRIAL_BELOW * cost["pooled_s"], cost  # the estimate calls for a trial
         procs = list(pool._procs)
         assert not any(pool._local) and all(p.is_alive() for p in procs)  # no episode moves mid-way
-        played.append(_play(pool, 1))  # the trial: in this process
-        cost = dict(pool.step_cost)
-        assert cost["in_process_calls"] == PROBE_CALLS and cost["in_process"] is True, cost
-        assert cost["in_process_s"] < cost["pooled_s"]
+        played.append(_play(pool, 1))  # the first trial: in this process, one slot after another
+        assert pool.step_cost["in_process_calls"] == PROBE_CALLS and pool.step_cost["in_process"] is None
         assert all(pool._local) and not any(p.is_alive() for p in procs)
-        played.append(_play(pool, 2))
+        played.append(_play(pool, 2))  # the second: in this process, each slot in a thread
+        cost = dict(pool.step_cost)
+        assert cost["threaded_calls"] == PROBE_CALLS and cost["in_process"] is True, cost
+        assert min(cost["in_process_s"], cost["threaded_s"]) < cost["pooled_s"]
+        assert cost["threaded"] == (cost["threaded_s"] < cost["in_process_s"]), cost
+        played.append(_play(pool, 0))
         assert all(pool._local) and pool.step_cost == cost  # decided for good: nothing more is measured
-        assert [[s.observation for s in p] for p in played] == expected
+        assert [[s.observation for s in p] for p in played] == [*expected, expected[0]]
         # in this process a raised error still ends only its own episode
         pool.reset([0, 1], TASKS, [0, 0])
         out = pool.step([0, 1], ["raise", "look"])
         assert isinstance(out[0], EnvFailure) and not isinstance(out[1], EnvFailure)
 
 
-def test_io_bound_environment_tries_in_process_and_goes_back_to_new_workers():
-    """A sleeping step costs no CPU, so the workers' estimate calls for a trial; in this process the two slots' sleeps
-    add up instead of overlapping, the trial loses and the slots go back at their next reset."""
+def test_io_bound_environment_overlaps_its_waits_in_threads():
+    """A sleeping step costs no CPU, so the workers' estimate calls for a trial; one after another in this process the
+    two slots' sleeps add up, in threads they overlap (as in the workers, without the round trips), and the pool
+    keeps the fastest of the three; the episodes are those of one process."""
     slow = functools.partial(make_slow_step_env, 0.02)
+    with EnvPool(slow, num_slots=2, num_workers=0) as local:
+        expected = [[s.observation for s in _play(local, seed)] for seed in range(3)]
+    with EnvPool(slow, num_slots=2, timeout=30.0, num_workers=1) as pool:
+        played = [_play(pool, seed) for seed in range(3)]  # probe, trial one after another, trial in threads
+        cost = dict(pool.step_cost)
+        assert cost["threaded_calls"] == PROBE_CALLS and cost["in_process"] is not None, cost
+        assert cost["threaded_s"] < 0.75 * cost["in_process_s"], cost  # 2 x 20 ms one after another, 20 ms at once
+        assert cost["in_process"] == (cost["threaded_s"] < cost["pooled_s"]) and cost["threaded"] == cost["in_process"]
+        assert {s.info["pid"] for s in played[2]} == {os.getpid()}  # the threads trial's episode ran here
+        assert [[s.observation for s in p] for p in played] == expected
+
+
+def test_environment_that_waits_serially_in_one_process_goes_back_to_new_workers():
+    """A step that waits holding a process-wide lock costs no CPU, so the workers' estimate calls for a trial; in this
+    process the two slots' waits add up whether stepped one after another or in threads, both trials lose and the
+    slots go back at their next reset."""
+    slow = functools.partial(make_locked_slow_step_env, 0.02)
     with EnvPool(slow, num_slots=2, timeout=30.0, num_workers=1) as pool:
         _play(pool, 0)
         assert pool.step_cost["worker_cpu_s"] < TRIAL_BELOW * pool.step_cost["pooled_s"], pool.step_cost
-        trial = _play(pool, 1)
+        _play(pool, 1)
+        trial = _play(pool, 2)
         cost = dict(pool.step_cost)
-        assert cost["in_process_calls"] == PROBE_CALLS and cost["in_process"] is False, cost
-        assert cost["in_process_s"] > cost["pooled_s"]
+        assert cost["threaded_calls"] == PROBE_CALLS and cost["in_process"] is False and not cost["threaded"], cost
+        assert min(cost["in_process_s"], cost["threaded_s"]) > cost["pooled_s"]
         assert {s.info["pid"] for s in trial} == {os.getpid()} and all(pool._local)  # the trial's episodes end here
         back = _play(pool, 2)
         assert not any(pool._local) and all(p.is_alive() for p in pool._procs)

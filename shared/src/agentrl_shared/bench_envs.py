@@ -2,15 +2,16 @@
 
 `python -m agentrl_shared.bench_envs [--slots 4] [--steps 50] [--rounds 2] [--min-seconds 2] [--repeats 1]` runs the
 same scripted episodes (first admissible action, a search for Search-QA, `look` for TextRooms) through
-`EnvPool(num_workers=0)` and `EnvPool(num_workers=slots)`, in the order single, pool, pool, single (the trainers' pool:
-one worker per slot, moved into the process when it measures that faster, see `envs.pool`; the mean of each side,
-`--repeats` such blocks), in rounds of a reset and `steps` steps. Rounds are counted once the placement is final (after
-one warm-up round in one process, after the pool's probe and trial in the pool: a training run has hundreds of rounds),
-at least `rounds` of them and at least `min_seconds` of stepping: a TextRooms round of 200 steps lasts under a
-millisecond, where the clock's and the machine's noise would be the figure. Prints both side by side with the ratio of
-each ABBA block (its spread is the noise), what the pool measured per step call (pooled wall, the workers' CPU
-estimate, in-process wall in the trial) and its decision, and merges `envs/<name>/{single,pool}_steps_per_s`, their
-ratio, the blocks' ratios, `envs/<name>/pool_step_cost` and the commit into `bench-results.json`.
+`EnvPool(num_workers=0)` (one process, the slots stepped one after another) and `EnvPool(num_workers=slots)`, in the
+order single, pool, pool, single (the trainers' pool: one worker per slot, moved into the process, one after another
+or in threads, when it measures that faster, see `envs.pool`; the mean of each side, `--repeats` such blocks), in
+rounds of a reset and `steps` steps. Rounds are counted once the placement is final (after one warm-up round in one
+process, after the pool's probe and trials in the pool: a training run has hundreds of rounds), at least `rounds` of
+them and at least `min_seconds` of stepping: a TextRooms round of 200 steps lasts under a millisecond, where the
+clock's and the machine's noise would be the figure. Prints both side by side with the ratio of each ABBA block (its
+spread is the noise), what the pool measured per step call (pooled wall, the workers' CPU estimate, in-process wall in
+the one-after-another and in the threads trial) and its decision, and merges `envs/<name>/{single,pool}_steps_per_s`,
+their ratio, the blocks' ratios, `envs/<name>/pool_step_cost` and the commit into `bench-results.json`.
 """
 
 import argparse
@@ -110,7 +111,8 @@ def main(argv: list[str] | None = None) -> dict:
     load_before = os.getloadavg()[0]  # a shared machine: the 1-minute load before and after, filed with the figures
     with tempfile.TemporaryDirectory() as tmp:
         print(f"{'env':<14}{'single (steps/s)':>18}{'pool x' + str(args.slots) + ' (steps/s)':>22}{'ratio':>8}"
-              f"{'ms/call pooled':>16}{'ms/call CPU est':>17}{'ms/call in-proc':>17}  pool runs")  # fmt: skip
+              f"{'ms/call pooled':>16}{'ms/call CPU est':>17}{'ms/call in-proc':>17}{'ms/call threads':>17}"
+              "  pool runs")  # fmt: skip
         for name, (factory, tasks, act) in _setups(Path(tmp)).items():
             if args.only and name not in args.only:
                 continue
@@ -128,12 +130,15 @@ def main(argv: list[str] | None = None) -> dict:
                             / (runs[0][2 * b] + runs[0][2 * b + 1]), 3) for b in range(args.repeats)]  # fmt: skip
             pooled_ms = f"{1e3 * cost['pooled_s'] / cost['pooled_calls']:.3f}"
             cpu_ms = f"{1e3 * cost['worker_cpu_s'] / cost['pooled_calls']:.3f}"
-            tried = cost["in_process_calls"] > 0
-            trial_ms = f"{1e3 * cost['in_process_s'] / cost['in_process_calls']:.3f}" if tried else "-"
-            where = "in-process" if cost["in_process"] else "in workers"
-            why = ("trial won" if cost["in_process"] else "trial lost") if tried else "no trial"
+            tried = cost["threaded_calls"] > 0
+            trial_ms, threads_ms = (f"{1e3 * cost[f'{t}_s'] / cost[f'{t}_calls']:.3f}" if tried else "-"
+                                    for t in ("in_process", "threaded"))  # fmt: skip
+            where = (
+                ("in-process, threads" if cost["threaded"] else "in-process") if cost["in_process"] else "in workers"
+            )
+            why = ("a trial won" if cost["in_process"] else "trials lost") if tried else "no trial"
             print(f"{name:<14}{single:>18.1f}{pool:>22.1f}{pool / single:>8.2f}{pooled_ms:>16}{cpu_ms:>17}"
-                  f"{trial_ms:>17}  {where} ({why}); blocks {blocks}")  # fmt: skip
+                  f"{trial_ms:>17}{threads_ms:>17}  {where} ({why}); blocks {blocks}")  # fmt: skip
             figures[f"envs/{name}/single_steps_per_s"] = round(single, 2)
             figures[f"envs/{name}/pool_steps_per_s"] = round(pool, 2)
             figures[f"envs/{name}/pool_over_single"] = round(pool / single, 3)

@@ -49,6 +49,7 @@ def rows(results: dict) -> list[tuple[str, float | None, str, str]]:
         name = key.split("/")[1]
         cost = results.get(f"envs/{name}/pool_step_cost", {})
         where = {True: "moved in-process", False: "in workers"}.get(cost.get("in_process"), "")
+        where += ", threads" if cost.get("threaded") else ""
         goal = ">= 1.8 (2 cores)" if name == "alfworld" else (">= 1.0" if cost.get("in_process") else "")
         load = results.get("envs/load_average_1min", "")
         blocks = results.get(f"envs/{name}/pool_over_single_blocks")  # one ratio per ABBA block: the noise

@@ -17,27 +17,35 @@ lookup in a small index). The pool decides by measuring both ways on the calls i
    slots of a call: what the call would cost one step after another here if the step is CPU-bound). The workers'
    wall time would not do: on shared cores it includes each worker's wait for the CPU.
 2. Trial: if that CPU estimate is under `TRIAL_BELOW` of the pooled wall time, each slot moves into this process at
-   its next reset (its worker is closed) and the pool times `PROBE_CALLS` in-process step calls. A CPU estimate alone
+   its next reset (its worker is closed) and the pool times `PROBE_CALLS` in-process step calls with the slots
+   stepped one after another, then `PROBE_CALLS` with each slot stepped in a thread of its own. A CPU estimate alone
    would not do either: an IO-bound step (HTTP retrieval, a JVM subprocess whose CPU is in another process) looks
-   cheap on it. A CPU-bound step whose pooled call is mostly the steps themselves (or runs them on several cores in
-   parallel) does not try: the gain would not pay for a trial that, lost, rebuilds every worker.
-3. Decision: the faster of the two per call stays for good; if the trial was slower, each slot moves back into a new
-   worker at its next reset.
+   cheap on it, and it is the threads that overlap such steps' waits (the GIL is released while they wait; four
+   ScienceWorld JVMs stepped from threads take about 0.7x the time of one after another). A CPU-bound step whose
+   pooled call is mostly the steps themselves (or runs them on several cores in parallel) does not try: the gain
+   would not pay for a trial that, lost, rebuilds every worker.
+3. Decision: the fastest of the three per call stays for good; if both trials were slower than the workers, each
+   slot moves back into a new worker at its next reset. The threads trial runs after the one-after-another trial, on
+   engines a few calls warmer (a JVM's just-in-time compiler keeps speeding up for hundreds of calls): where threads
+   win by less than that drift, either placement is about as fast.
 Only calls whose slots are all on one side count, and episodes never move mid-way. A slot in this process keeps the
 raised-error handling (its episode fails, the environment is rebuilt) but has no timeout and no crash isolation;
-`move_cheap_in=False` keeps every slot in its worker.
+`move_cheap_in=False` keeps every slot in its worker. Each slot's environment is only ever stepped by one thread at
+a time (a call waits for all its slots), so an environment needs no thread safety of its own beyond not sharing
+mutable state with the other slots' environments.
 """
 
 import multiprocessing as mp
 import time
 import traceback
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection, wait
 
 from .base import EnvFailure, Step, TextEnv
 
 
-PROBE_CALLS = 8  # step calls measured on each side: pooled (probe), then in-process (trial)
+PROBE_CALLS = 8  # step calls measured on each side: pooled (probe), then in-process one after another and threaded
 TRIAL_BELOW = 0.8  # try in-process when the workers' CPU estimate is under this fraction of the pooled wall time
 
 
@@ -88,8 +96,9 @@ class EnvPool:
 
     `step_cost` holds the measurement (module docstring): `pooled_calls` and `pooled_s` (their wall seconds),
     `worker_cpu_s` (the workers' CPU seconds of the same steps, summed over slots), `in_process_calls` and
-    `in_process_s` (the trial's wall seconds), and `in_process`, the decision: None until made, True when the slots
-    stay in this process, False when they stay in (or go back to) their workers.
+    `in_process_s` (the one-after-another trial's wall seconds), `threaded_calls` and `threaded_s` (the threads
+    trial's), and the decision: `in_process` None until made, True when the slots stay in this process, False when
+    they stay in (or go back to) their workers; `threaded` True when the slots in this process step in threads.
     """
 
     def __init__(
@@ -111,8 +120,12 @@ class EnvPool:
             "worker_cpu_s": 0.0,
             "in_process_calls": 0,
             "in_process_s": 0.0,
+            "threaded_calls": 0,
+            "threaded_s": 0.0,
             "in_process": None,
+            "threaded": False,
         }
+        self._threads: ThreadPoolExecutor | None = None  # started at the threads trial
         self._ctx = mp.get_context("spawn")
         self._envs: list[TextEnv | None] = [None] * num_slots
         self._local = [self.in_process] * num_slots  # slot i steps in this process
@@ -150,9 +163,11 @@ class EnvPool:
             self._move(slots)
         t0 = time.perf_counter()
         if all(self._local[i] for i in slots):
-            results, cpu_s = [self._call_local(i, cmd, p) for i, p in zip(slots, payloads, strict=True)], 0.0
+            results, cpu_s = self._call_locals(slots, cmd, payloads), 0.0
         else:
-            by_slot = {i: self._call_local(i, cmd, p) for i, p in zip(slots, payloads, strict=True) if self._local[i]}
+            here = [(i, p) for i, p in zip(slots, payloads, strict=True) if self._local[i]]
+            by_slot = dict(zip([i for i, _ in here], self._call_locals([i for i, _ in here], cmd, [p for _, p in here]),
+                               strict=True))  # fmt: skip
             remote = [(i, p) for i, p in zip(slots, payloads, strict=True) if not self._local[i]]
             done, cpu_s = self._call_workers([i for i, _ in remote], cmd, [p for _, p in remote])
             by_slot.update(done)
@@ -187,10 +202,12 @@ class EnvPool:
             if cost["pooled_calls"] == PROBE_CALLS and cost["worker_cpu_s"] >= TRIAL_BELOW * cost["pooled_s"]:
                 cost["in_process"] = False  # no trial: in-process could not be enough cheaper
         elif sides == {True} and cost["pooled_calls"] == PROBE_CALLS:
-            cost["in_process_calls"] += 1
-            cost["in_process_s"] += wall_s
-            if cost["in_process_calls"] == PROBE_CALLS:  # as many calls on each side: compare the sums
-                cost["in_process"] = cost["in_process_s"] < cost["pooled_s"]
+            trial = "in_process" if cost["in_process_calls"] < PROBE_CALLS else "threaded"
+            cost[f"{trial}_calls"] += 1
+            cost[f"{trial}_s"] += wall_s
+            if cost["threaded_calls"] == PROBE_CALLS:  # as many calls on each side: compare the sums
+                cost["in_process"] = min(cost["in_process_s"], cost["threaded_s"]) < cost["pooled_s"]
+                cost["threaded"] = cost["in_process"] and cost["threaded_s"] < cost["in_process_s"]
 
     def _call_workers(self, slots: list[int], cmd: str, payloads: list) -> tuple[dict[int, Step | EnvFailure], float]:
         """`cmd` to the slots' workers (building the unbuilt ones first); returns the results and the workers' CPU
@@ -239,6 +256,19 @@ class EnvPool:
                 cpu_s += seconds
         return results, cpu_s
 
+    def _call_locals(self, slots: list[int], cmd: str, payloads: list) -> list[Step | EnvFailure]:
+        """`cmd` to slots in this process: one after another, or each in a thread of its own during the threads trial
+        and after a won one (a call waits for all of them, so no environment is ever stepped by two threads)."""
+        cost = self.step_cost
+        if cost["threaded"] or (cost["in_process"] is None and cost["in_process_calls"] == PROBE_CALLS):
+            if self._threads is None:
+                self._threads = ThreadPoolExecutor(max_workers=self.num_slots, thread_name_prefix="env")
+            results = list(self._threads.map(self._call_local, slots, [cmd] * len(slots), payloads))
+        else:
+            results = [self._call_local(i, cmd, p) for i, p in zip(slots, payloads, strict=True)]
+        self.failures += sum(isinstance(r, EnvFailure) for r in results)  # counted here, not in the threads
+        return results
+
     def _call_local(self, i: int, cmd: str, payload) -> Step | EnvFailure:
         try:
             if self._envs[i] is None:
@@ -248,12 +278,12 @@ class EnvPool:
             return self._envs[i].step(payload)
         except Exception as exc:
             self._envs[i] = None
-            return self._fail(i, f"{type(exc).__name__}: {exc}", restart=False)
+            return EnvFailure(f"{type(exc).__name__}: {exc}")
 
-    def _fail(self, i: int, message: str, restart: bool = True) -> EnvFailure:
+    def _fail(self, i: int, message: str) -> EnvFailure:
+        """A worker's failure: counted, and the worker restarted (its engine may be in any state)."""
         self.failures += 1
-        if restart and not self._local[i]:
-            self._restart(i)
+        self._restart(i)
         return EnvFailure(message)
 
     def _stop(self, i: int) -> None:
@@ -271,6 +301,8 @@ class EnvPool:
         conn.close()
 
     def close(self) -> None:
+        if self._threads is not None:
+            self._threads.shutdown()
         for i in range(self.num_slots):
             if self._local[i]:
                 if self._envs[i] is not None:
