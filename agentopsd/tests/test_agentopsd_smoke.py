@@ -85,12 +85,15 @@ def zero3_env(monkeypatch):
 
 
 def test_cli_trains_under_deepspeed_zero3(tmp_path, zero3_env):
+    # with the CPU config's `student_logps=generation`: the log-probs are recorded from the module DeepSpeed wraps
     out = tmp_path / "run"
     ds = files("agentrl_shared") / "accelerate" / "ds_zero3.json"
-    main(["train", "--config", "smoke", f"trainer.output_dir={out}", f"trainer.deepspeed={ds}"])
+    main(["train", "--config", "smoke", f"trainer.output_dir={out}", f"trainer.deepspeed={ds}",
+          "trainer.student_logps=generation"])  # fmt: skip
     results = json.loads((out / "results.json").read_text())
     assert results["steps"] == 2
     assert any("agentopsd/multiplier_mean" in h or "agentopsd/v0_mean" in h for h in results["log_history"])
+    assert not any("time/old_logps_s" in h for h in results["log_history"])
     n, same = changed_parameters(out)
     assert n > 0 and same == [], f"unchanged parameters: {same}"
 

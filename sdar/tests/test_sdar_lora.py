@@ -46,7 +46,7 @@ def test_self_teacher_is_the_adapted_policy_and_the_reference_the_base(tmp_path)
         """The KL reference on the student prompt, the self-teacher hook on the teacher prompt, and the base model
         on the teacher prompt."""
         with torch.no_grad():
-            trainer._extra_forwards([batch], plan.micro_batches(0), [row], plan)
+            trainer._extra_forwards([batch], plan.micro_batches(0), [row], plan, None)
             return (trainer._ref_logps(*prompt, *completion), batch["teacher_per_token_logps"],
                     trainer._ref_logps(*teacher_prompt, *completion))  # fmt: skip
 

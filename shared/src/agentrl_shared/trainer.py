@@ -146,8 +146,10 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
     - `_score(episodes)`: this rank's rows and their (N,) advantages (default: verl-agent GRPO over each group's rows,
       R = reward_scale * won minus the invalid-action penalty); rows of failed episodes carry no loss.
     - `_row_meta(row)`: what `TrainRow.meta` keeps of a row for the hooks below (default: nothing).
-    - `_extra_forwards(micro_batches, indices, rows, plan)`: no-grad forwards after theta_old and the reference (the
-      self-teacher of SDAR and AgentOPSD; AgentOPSD's advantage reshaping).
+    - `_extra_forwards(micro_batches, indices, rows, plan, old)`: no-grad forwards after theta_old and the reference
+      (the self-teacher of SDAR and AgentOPSD; AgentOPSD's advantage reshaping); `old`: theta_old's log-probs where
+      the base recomputed them, else None.
+    - `records_generation_logps`: whether HF generation records the sampled tokens' log-probs into the rows.
     - `_rollout_metrics(episodes, rows)`: the rank-reduced episode metrics (default: `env/*` from `Episode`s).
     - `_build_collectors(prompt, ...)` builds the pool and collectors of a verl-agent package (SDAR, AgentOPSD), with
       the self-teacher prompt recorded per row; `_policy_forward` and `_log_token_means` serve a `_compute_loss`.
