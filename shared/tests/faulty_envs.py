@@ -38,16 +38,17 @@ def make_slow_build_env(build_s: float = 3.0) -> SlowBuildEnv:
 
 
 class PidEnv(TextRoomsEnv):
-    """TextRooms that names in `info["pid"]` the process each reset and step ran in (a pool slot's side)."""
+    """TextRooms that names in `info["pid"]` and `info["thread"]` the process and thread each reset and step ran in
+    (a pool slot's side)."""
 
     def reset(self, task: dict, seed: int) -> Step:
         out = super().reset(task, seed)
-        out.info["pid"] = os.getpid()
+        out.info["pid"], out.info["thread"] = os.getpid(), threading.current_thread().name
         return out
 
     def step(self, action: str) -> Step:
         out = super().step(action)
-        out.info["pid"] = os.getpid()
+        out.info["pid"], out.info["thread"] = os.getpid(), threading.current_thread().name
         return out
 
 

@@ -5,6 +5,7 @@ tries; and a slot's episode never changes process mid-way."""
 
 import functools
 import os
+import threading
 
 from faulty_envs import (
     make_busy_step_env,
@@ -73,6 +74,9 @@ def test_io_bound_environment_overlaps_its_waits_in_threads():
         assert cost["threaded_s"] < 0.75 * cost["in_process_s"], cost  # 2 x 20 ms one after another, 20 ms at once
         assert cost["in_process"] == (cost["threaded_s"] < cost["pooled_s"]) and cost["threaded"] == cost["in_process"]
         assert {s.info["pid"] for s in played[2]} == {os.getpid()}  # the threads trial's episode ran here
+        main = threading.current_thread().name  # its resets one after another here, its steps in the pool's threads
+        assert {s.info["thread"] for s in played[2][:2]} == {main}
+        assert all(s.info["thread"] != main for s in played[2][2:]) and {s.info["thread"] for s in played[1]} == {main}
         assert [[s.observation for s in p] for p in played] == expected
 
 

@@ -30,9 +30,9 @@ lookup in a small index). The pool decides by measuring both ways on the calls i
    win by less than that drift, either placement is about as fast.
 Only calls whose slots are all on one side count, and episodes never move mid-way. A slot in this process keeps the
 raised-error handling (its episode fails, the environment is rebuilt) but has no timeout and no crash isolation;
-`move_cheap_in=False` keeps every slot in its worker. Each slot's environment is only ever stepped by one thread at
-a time (a call waits for all its slots), so an environment needs no thread safety of its own beyond not sharing
-mutable state with the other slots' environments.
+`move_cheap_in=False` keeps every slot in its worker. In threads, each slot's environment is only ever stepped by one
+thread at a time (a call waits for all its slots) and resets run one after another, so an environment's step needs
+no thread safety of its own beyond not sharing mutable state with the other slots' environments.
 """
 
 import multiprocessing as mp
@@ -257,10 +257,13 @@ class EnvPool:
         return results, cpu_s
 
     def _call_locals(self, slots: list[int], cmd: str, payloads: list) -> list[Step | EnvFailure]:
-        """`cmd` to slots in this process: one after another, or each in a thread of its own during the threads trial
-        and after a won one (a call waits for all of them, so no environment is ever stepped by two threads)."""
+        """`cmd` to slots in this process: one after another, or, for steps during the threads trial and after a won
+        one, each slot in a thread of its own (a call waits for all of them, so no environment is ever stepped by two
+        threads). Resets, which build environments and may seed process-wide state (ALFWorld's task sentence is
+        drawn with the global `random`), always run one after another."""
         cost = self.step_cost
-        if cost["threaded"] or (cost["in_process"] is None and cost["in_process_calls"] == PROBE_CALLS):
+        threads = cost["threaded"] or (cost["in_process"] is None and cost["in_process_calls"] == PROBE_CALLS)
+        if cmd == "step" and threads:
             if self._threads is None:
                 self._threads = ThreadPoolExecutor(max_workers=self.num_slots, thread_name_prefix="env")
             results = list(self._threads.map(self._call_local, slots, [cmd] * len(slots), payloads))
