@@ -98,50 +98,40 @@ def test_cli_trains_under_deepspeed_zero3(tmp_path, zero3_env):
     assert n > 0 and same == [], f"unchanged parameters: {same}"
 
 
+SAME_STEP = ("loss", "grad_norm", "agentopsd/teacher_student_gap_mean", "agentopsd/v0_mean", "entropy")
+
+
+def first_step(tmp_path, override: str) -> dict:
+    """The logged first optimizer step of a one-rollout smoke run with `override`."""
+    out = tmp_path / override.replace("=", "_")
+    main(["train", "--config", "smoke", f"trainer.output_dir={out}", "trainer.num_rollouts=1", override])
+    return [h for h in json.loads((out / "results.json").read_text())["log_history"] if "loss" in h][0]
+
+
 def test_shared_prefix_policy_trains_as_the_plain_forwards(tmp_path):
     # `shared_prefix_policy` (on in the smoke and CPU configs) runs the student's gap forward and the loss forward
     # with the shared prompt prefix once; the same rollout then gives the same gap, loss and gradient to float rounding
     # (not the same weights: AdamW's first step moves every weight by about lr whatever its gradient's size, so a
     # gradient of ~0 that rounds to the other sign moves it the other way)
-    runs = {}
-    for switch in ("true", "false"):
-        out = tmp_path / switch
-        main(["train", "--config", "smoke", f"trainer.output_dir={out}", "trainer.num_rollouts=1",
-              f"trainer.shared_prefix_policy={switch}"])  # fmt: skip
-        logs = [h for h in json.loads((out / "results.json").read_text())["log_history"] if "loss" in h]
-        runs[switch] = logs[0]
-    shared, plain = runs["true"], runs["false"]
-    for key in ("loss", "grad_norm", "agentopsd/teacher_student_gap_mean", "agentopsd/v0_mean", "entropy"):
+    shared, plain = (first_step(tmp_path, f"trainer.shared_prefix_policy={s}") for s in ("true", "false"))
+    for key in SAME_STEP:
         assert shared[key] == pytest.approx(plain[key], rel=1e-4, abs=1e-6), key
 
 
 def test_log_prob_chunks_train_as_the_micro_batch_forwards(tmp_path):
-    # `log_prob_micro_batch_rows` (verl `log_prob_micro_batch_size_per_gpu`; 32 in the CPU config) runs the teacher
+    # `log_prob_micro_batch_rows` (verl `log_prob_micro_batch_size_per_gpu`; 16 in the CPU config) runs the teacher
     # and the rollout-time student forwards over chunks that cut across the loss micro-batches; the same rollout then
     # gives the same gap, belief prior, loss and gradient to float rounding
-    runs = {}
-    for rows in ("null", "3", "16"):
-        out = tmp_path / rows
-        main(["train", "--config", "smoke", f"trainer.output_dir={out}", "trainer.num_rollouts=1",
-              f"trainer.log_prob_micro_batch_rows={rows}"])  # fmt: skip
-        logs = [h for h in json.loads((out / "results.json").read_text())["log_history"] if "loss" in h]
-        runs[rows] = logs[0]
+    runs = {rows: first_step(tmp_path, f"trainer.log_prob_micro_batch_rows={rows}") for rows in ("null", "3", "16")}
     for rows in ("3", "16"):
-        for key in ("loss", "grad_norm", "agentopsd/teacher_student_gap_mean", "agentopsd/v0_mean", "entropy"):
+        for key in SAME_STEP:
             assert runs[rows][key] == pytest.approx(runs["null"][key], rel=1e-4, abs=1e-6), (rows, key)
 
 
 def test_generation_student_logps_train_as_the_recomputed_forward(tmp_path):
     # `student_logps=generation` (the CPU config) reads l^S from the logits HF generation sampled with instead of a
     # forward of every row; the same rollout then gives the same gap, belief prior, loss and gradient to float rounding
-    runs = {}
-    for source in ("recompute", "generation"):
-        out = tmp_path / source
-        main(["train", "--config", "smoke", f"trainer.output_dir={out}", "trainer.num_rollouts=1",
-              f"trainer.student_logps={source}"])  # fmt: skip
-        logs = [h for h in json.loads((out / "results.json").read_text())["log_history"] if "loss" in h]
-        runs[source] = logs[0]
-    assert "time/old_logps_s" in runs["recompute"] and "time/old_logps_s" not in runs["generation"]
-    for key in ("loss", "grad_norm", "agentopsd/teacher_student_gap_mean", "agentopsd/teacher_student_gap_std",
-                "agentopsd/v0_mean", "entropy"):  # fmt: skip
-        assert runs["generation"][key] == pytest.approx(runs["recompute"][key], rel=1e-4, abs=1e-6), key
+    recompute, generation = (first_step(tmp_path, f"trainer.student_logps={s}") for s in ("recompute", "generation"))
+    assert "time/old_logps_s" in recompute and "time/old_logps_s" not in generation
+    for key in (*SAME_STEP, "agentopsd/teacher_student_gap_std"):
+        assert generation[key] == pytest.approx(recompute[key], rel=1e-4, abs=1e-6), key
