@@ -76,11 +76,16 @@ def naive_reference_update(rows: list[tuple], granularity: str, args: AgentOPSDC
 
 
 @pytest.mark.timeout(1500)  # the launch's own timeout (a hang) comes first; a shared machine can be slow
-@pytest.mark.parametrize("granularity", ["turn", pytest.param("token", marks=pytest.mark.slow)])
-def test_two_ranks_zero3_rollout_step_and_final_eval_match_a_naive_loop(tmp_path, granularity):
+@pytest.mark.parametrize(
+    "granularity, student_logps",
+    # `generation` (the CPU config's l^S, recorded during HF generation on each rank) against the reference's forward
+    [("turn", "recompute"), ("turn", "generation"), pytest.param("token", "recompute", marks=pytest.mark.slow)],
+)
+def test_two_ranks_zero3_rollout_step_and_final_eval_match_a_naive_loop(tmp_path, granularity, student_logps):
     out = tmp_path / "run"
     ds = files("agentrl_shared") / "accelerate" / "ds_zero3.json"
-    proc = launch_two_ranks(out, [str(SCRIPT), str(out), str(ds), f"trainer.granularity={granularity}"])
+    proc = launch_two_ranks(out, [str(SCRIPT), str(out), str(ds), f"trainer.granularity={granularity}",
+                                  f"trainer.student_logps={student_logps}"])  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-4000:]
     results = json.loads((out / "results.json").read_text())
     assert results["num_processes"] == 2 and results["rollouts"] == 1 and results["steps"] == 1
@@ -88,6 +93,7 @@ def test_two_ranks_zero3_rollout_step_and_final_eval_match_a_naive_loop(tmp_path
     log = next(h for h in results["log_history"] if "env/num_episodes" in h)
     assert log["env/num_episodes"] == 8  # 4 episodes per rank, reduced over ranks
     assert "agentopsd/v0_mean" in log
+    assert ("time/old_logps_s" in log) == (student_logps == "recompute")  # `generation` runs no student forward
 
     rows = torch.load(out / "rank0_rows.pt")
     assert rows == torch.load(out / "rank1_rows.pt")  # every rank holds every rank's rows, in the same order
