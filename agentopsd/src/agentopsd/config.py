@@ -84,7 +84,7 @@ class AgentOPSDConfig(GRPOConfig):
             recompute up to float rounding (the key/value cache, the padding), without its forward (verl's
             `algorithm.rollout_correction.bypass_mode` takes the rollout's log-probs as old log-probs the same way).
             With vLLM the base already recomputes theta_old to measure the engine gap, and that is used. On in the
-            CPU config (the forward is a fifth of a step there, `make bench`); off by default.
+            CPU config (the forward is about a tenth of a step there, `make bench`); off by default.
         skills_dir (`str`, *optional*): a folder of the official skill documents in their layout (`<env>/
             skill_mapping.json` and the files it names; ZJU-REAL/SDAR@8b85c23 `skills/`, fetched by
             `make data ENV=skills`); the paper configs read `${SKILLS_DATA}`. None (CPU and test configs): this

@@ -5,8 +5,8 @@
 `generate` under `unwrap_model_for_generation` otherwise (ZeRO-3 gather included), with the trainer's sampling
 settings; `sampling_overrides` temporarily swaps the temperature for validation (verl-agent `val_kwargs`).
 `SampledTokenLogps` records, during HF `generate`, the log-prob of each sampled token under the logits the policy
-produced for it (the rollout-time log-probs that vLLM returns itself). `matched_vllm_engine` gives the colocated vLLM engine TRL builds the trainer's dtype (and eager mode on CPU);
-`sync_vllm_weights` pushes the trainer's weights into it (TRL's sync, or vLLM's reload on vLLM's CPU build).
+produced for it (the rollout-time log-probs that vLLM returns itself). `matched_vllm_engine` gives the colocated vLLM
+engine TRL builds the trainer's dtype (and eager mode on CPU); `sync_vllm_weights` pushes the trainer's weights into it (TRL's sync, or vLLM's reload on vLLM's CPU build).
 """
 
 import os
@@ -114,7 +114,7 @@ class SampledTokenLogps:
 
     def __init__(self, model, temperature: float):
         self.model, self.temperature = model, temperature
-        self.steps: list[torch.Tensor] = []  # (B,) log-prob of the token sampled at each resolved position
+        self.steps: list[torch.Tensor] = []  # (B,) log-prob of the token sampled at each resolved position, on device
         self.pending: torch.Tensor | None = None  # (B, V) log-softmax of the last position, token not yet seen
 
     def __enter__(self) -> "SampledTokenLogps":
@@ -126,14 +126,14 @@ class SampledTokenLogps:
 
     def _hook(self, module, args, kwargs, output) -> None:
         if self.pending is not None:  # this call's last input token is the one sampled from `pending`
-            self.steps.append(self.pending.gather(1, kwargs["input_ids"][:, -1:]).squeeze(1).cpu())
+            self.steps.append(self.pending.gather(1, kwargs["input_ids"][:, -1:]).squeeze(1))  # no host sync per token
         self.pending = torch.log_softmax(output.logits[:, -1].float() / self.temperature, dim=-1)  # (B, V)
 
     def rows(self, completions: list[list[int]]) -> list[list[float]]:
         """Each completion's token log-probs (its tokens are the ones sampled, cut after the first EOS)."""
         last = len(self.steps)  # the position whose token no later call fed back
         tail = torch.tensor([c[last] if len(c) > last else 0 for c in completions], device=self.pending.device)
-        table = torch.stack([*self.steps, self.pending.gather(1, tail[:, None]).squeeze(1).cpu()], dim=1)  # (B, n)
+        table = torch.stack([*self.steps, self.pending.gather(1, tail[:, None]).squeeze(1)], dim=1).cpu()  # (B, n)
         return [table[k, : len(c)].tolist() for k, c in enumerate(completions)]
 
 
