@@ -36,7 +36,7 @@ def _play(pool: EnvPool, seed: int) -> list:
 def test_cheap_environment_moves_in_at_the_next_reset_and_stays_with_the_same_episodes():
     with EnvPool(make_faulty_env, num_slots=2, num_workers=0) as local:
         expected = [[s.observation for s in _play(local, seed)] for seed in range(3)]
-    with EnvPool(make_faulty_env, num_slots=2, timeout=30.0, num_workers=1) as pool:
+    with EnvPool(make_faulty_env, num_slots=2, timeout=30.0, num_workers=2) as pool:
         played = [_play(pool, 0)]  # the probe: served by the workers
         cost = dict(pool.step_cost)
         assert cost["pooled_calls"] == PROBE_CALLS and cost["in_process"] is None, cost
@@ -67,7 +67,7 @@ def test_io_bound_environment_overlaps_its_waits_in_threads():
     slow = functools.partial(make_slow_step_env, 0.02)
     with EnvPool(slow, num_slots=2, num_workers=0) as local:
         expected = [[s.observation for s in _play(local, seed)] for seed in range(3)]
-    with EnvPool(slow, num_slots=2, timeout=30.0, num_workers=1) as pool:
+    with EnvPool(slow, num_slots=2, timeout=30.0, num_workers=2) as pool:
         played = [_play(pool, seed) for seed in range(3)]  # probe, trial one after another, trial in threads
         cost = dict(pool.step_cost)
         assert cost["threaded_calls"] == PROBE_CALLS and cost["in_process"] is not None, cost
@@ -85,7 +85,7 @@ def test_environment_that_waits_serially_in_one_process_goes_back_to_new_workers
     process the two slots' waits add up whether stepped one after another or in threads, both trials lose and the
     slots go back at their next reset."""
     slow = functools.partial(make_locked_slow_step_env, 0.02)
-    with EnvPool(slow, num_slots=2, timeout=30.0, num_workers=1) as pool:
+    with EnvPool(slow, num_slots=2, timeout=30.0, num_workers=2) as pool:
         _play(pool, 0)
         assert pool.step_cost["worker_cpu_s"] < TRIAL_BELOW * pool.step_cost["pooled_s"], pool.step_cost
         _play(pool, 1)
@@ -105,7 +105,7 @@ def test_cpu_bound_environment_never_tries_in_process():
     """Pinned to one core, a pooled call of two 10 ms CPU steps costs about their sum: in-process could save only
     the round trip, which does not pay for a trial."""
     busy = functools.partial(make_busy_step_env, 0.01)
-    with EnvPool(busy, num_slots=2, timeout=30.0, num_workers=1) as pool:
+    with EnvPool(busy, num_slots=2, timeout=30.0, num_workers=2) as pool:
         _play(pool, 0)
         procs = list(pool._procs)
         cost = dict(pool.step_cost)
@@ -118,7 +118,7 @@ def test_cpu_bound_environment_never_tries_in_process():
 def test_a_slot_moves_only_at_its_own_reset():
     """Slot 0 starts a new episode while slot 1 is mid-episode: slot 0 moves in, slot 1 stays in its worker until its
     own reset; calls that mix the two sides count towards neither measurement."""
-    with EnvPool(make_pid_env, num_slots=2, timeout=30.0, num_workers=1) as pool:
+    with EnvPool(make_pid_env, num_slots=2, timeout=30.0, num_workers=1) as pool:  # one worker hosts both slots
         episodes: dict[tuple[int, int], set[int]] = {}  # (slot, episode) -> pids its reset and steps ran in
 
         def record(slots, states, episode):
@@ -131,7 +131,7 @@ def test_a_slot_moves_only_at_its_own_reset():
             record([0, 1], pool.step([0, 1], ["look", "look"]), episode)
         episode[0] += 1
         record([0], pool.reset([0], TASKS[:1], [1]), episode)
-        assert pool._local == [True, False]
+        assert pool._local == [True, False] and pool._procs[0].is_alive()  # slot 1's worker still serves it
         for _ in range(PROBE_CALLS):
             record([0, 1], pool.step([0, 1], ["look", "look"]), episode)
         assert pool.step_cost["in_process_calls"] == 0
@@ -145,7 +145,7 @@ def test_a_slot_moves_only_at_its_own_reset():
 
 
 def test_moving_in_can_be_switched_off():
-    with EnvPool(make_faulty_env, num_slots=2, timeout=30.0, num_workers=1, move_cheap_in=False) as pool:
+    with EnvPool(make_faulty_env, num_slots=2, timeout=30.0, num_workers=2, move_cheap_in=False) as pool:
         _play(pool, 0)
         _play(pool, 1)
         assert pool.step_cost["pooled_calls"] == 0 and pool.step_cost["in_process"] is None

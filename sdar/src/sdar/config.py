@@ -167,7 +167,9 @@ class EnvConfig:
         max_prompt_length (`int`): `data.max_prompt_length` (2048 ALFWorld, 4096 WebShop/Search); longer prompts are
             left-truncated and counted in `env/prompt_truncated_ratio`.
         reward_scale (`float`): episode return = reward_scale * won (10 ALFWorld/WebShop, 1 Search; sdar.md 2.3).
-        num_workers (`int`): environment processes (`0` = in-process).
+        num_workers (`int`, *optional*): environment processes, the slots spread over them (`0` = in-process);
+            `None`: one per slot, at most one per CPU core of this rank (`agentrl_shared.envs.pool.default_workers`).
+            A crashed or hung process ends the episodes of every slot it hosts.
         step_timeout (`float`): seconds before a hung environment is killed and its episode marked failed.
         eval_episodes (`int`): fixed panel size (the first N tasks of `eval_split`; sdar.md 8 item 4).
         eval_temperature (`float`): 0.4 sampled on ALFWorld/WebShop, 0 (greedy) on Search (sdar.md 6).
@@ -176,7 +178,7 @@ class EnvConfig:
         eval_before_train (`bool`): also evaluate before the first rollout (verl `trainer.val_before_train`).
         eval_batch_size (`int`, *optional*): episodes played together in one evaluation pass, one batched generation
             per turn for all of them (verl-agent `data.val_batch_size`); `None`: the training rollout's episodes per
-            rank. Each pass holds this many environments (one process each when `num_workers > 0`).
+            rank. Each pass holds this many environments (in `num_workers` processes).
         seed_offset_eval (`int`): validation seeds are offset like verl-agent's `seed + 1000`.
     """
 
@@ -189,7 +191,7 @@ class EnvConfig:
     max_turns: int = 50
     max_prompt_length: int = 2048
     reward_scale: float = 10.0
-    num_workers: int = 1
+    num_workers: int | None = None
     step_timeout: float = 60.0
     eval_episodes: int = 128
     eval_temperature: float = 0.4

@@ -1,17 +1,19 @@
 """Environment throughput for `make bench`: steps per second of each adapter, worker pool against one process.
 
-`python -m agentrl_shared.bench_envs [--slots 4] [--steps 50] [--rounds 2] [--min-seconds 2] [--repeats 1]` runs the
-same scripted episodes (first admissible action, a search for Search-QA, `look` for TextRooms) through
-`EnvPool(num_workers=0)` (one process, the slots stepped one after another) and `EnvPool(num_workers=slots)`, in the
-order single, pool, pool, single (the trainers' pool: one worker per slot, moved into the process, one after another
-or in threads, when it measures that faster, see `envs.pool`; the mean of each side, `--repeats` such blocks), in
+`python -m agentrl_shared.bench_envs [--slots 4] [--workers N] [--steps 50] [--rounds 2] [--min-seconds 2]
+[--repeats 1]` runs the same scripted episodes (first admissible action, a search for Search-QA, `look` for
+TextRooms) through `EnvPool(num_workers=0)` (one process, the slots stepped one after another) and the trainers' pool
+(`--workers` processes; default `envs.pool.default_workers`, one per slot up to one per core; moved into the process,
+one after another or in threads, when it measures that faster, see `envs.pool`), in the order single, pool, pool,
+single (the mean of each side, `--repeats` such blocks), in
 rounds of a reset and `steps` steps. Rounds are counted once the placement is final (after one warm-up round in one
 process, after the pool's probe and trials in the pool: a training run has hundreds of rounds), at least `rounds` of
 them and at least `min_seconds` of stepping: a TextRooms round of 200 steps lasts under a millisecond, where the
 clock's and the machine's noise would be the figure. Prints both side by side with the ratio of each ABBA block (its
 spread is the noise), what the pool measured per step call (pooled wall, the workers' CPU estimate, in-process wall in
 the one-after-another and in the threads trial) and its decision, and merges `envs/<name>/{single,pool}_steps_per_s`,
-their ratio, the blocks' ratios, `envs/<name>/pool_step_cost` and the commit into `bench-results.json`.
+their ratio, the blocks' ratios, `envs/<name>/pool_step_cost`, `envs/<name>/slots_workers` and the commit into
+`bench-results.json`.
 """
 
 import argparse
@@ -24,7 +26,7 @@ from importlib.util import find_spec
 from pathlib import Path
 
 from .envs import EnvFailure, load_tasks, make_env
-from .envs.pool import EnvPool
+from .envs.pool import EnvPool, default_workers
 from .provenance import git_commit
 
 
@@ -100,6 +102,7 @@ def measure(factory, tasks, act, slots: int, steps: int, workers: int, rounds: i
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--slots", type=int, default=4)
+    parser.add_argument("--workers", type=int, help="the pool's processes (default: one per slot up to one per core)")
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--min-seconds", type=float, default=2.0, help="counted stepping per measurement, at least")
@@ -108,9 +111,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out", default="bench-results.json")
     args = parser.parse_args(argv)
     figures, commit = {}, git_commit()  # the commit this process started from
+    workers = args.workers or default_workers(args.slots)
     load_before = os.getloadavg()[0]  # a shared machine: the 1-minute load before and after, filed with the figures
     with tempfile.TemporaryDirectory() as tmp:
-        print(f"{'env':<14}{'single (steps/s)':>18}{'pool x' + str(args.slots) + ' (steps/s)':>22}{'ratio':>8}"
+        print(f"{'env':<14}{'single (steps/s)':>18}{f'pool {args.slots}/{workers}w (steps/s)':>22}{'ratio':>8}"
               f"{'ms/call pooled':>16}{'ms/call CPU est':>17}{'ms/call in-proc':>17}{'ms/call threads':>17}"
               "  pool runs")  # fmt: skip
         for name, (factory, tasks, act) in _setups(Path(tmp)).items():
@@ -118,15 +122,15 @@ def main(argv: list[str] | None = None) -> dict:
                 continue
             # single, pool, pool, single (ABBA) `--repeats` times: the machine drifts over a run (caches, the shared
             # catalogue service warming up), and measured one after the other the second side reads a few per cent off
-            runs: dict[int, list[float]] = {0: [], args.slots: []}
-            for workers in [0, args.slots, args.slots, 0] * args.repeats:
-                value, step_cost = measure(factory, tasks, act, args.slots, args.steps, workers, args.rounds,
+            runs: dict[int, list[float]] = {0: [], workers: []}
+            for side in [0, workers, workers, 0] * args.repeats:
+                value, step_cost = measure(factory, tasks, act, args.slots, args.steps, side, args.rounds,
                                            args.min_seconds)  # fmt: skip
-                runs[workers].append(value)
-                if workers:
+                runs[side].append(value)
+                if side:
                     cost = step_cost  # the last pool's probe and decision
-            single, pool = (sum(runs[w]) / len(runs[w]) for w in (0, args.slots))
-            blocks = [round((runs[args.slots][2 * b] + runs[args.slots][2 * b + 1])
+            single, pool = (sum(runs[w]) / len(runs[w]) for w in (0, workers))
+            blocks = [round((runs[workers][2 * b] + runs[workers][2 * b + 1])
                             / (runs[0][2 * b] + runs[0][2 * b + 1]), 3) for b in range(args.repeats)]  # fmt: skip
             pooled_ms = f"{1e3 * cost['pooled_s'] / cost['pooled_calls']:.3f}"
             cpu_ms = f"{1e3 * cost['worker_cpu_s'] / cost['pooled_calls']:.3f}"
@@ -145,8 +149,9 @@ def main(argv: list[str] | None = None) -> dict:
             figures[f"envs/{name}/pool_over_single_blocks"] = blocks
             figures[f"envs/{name}/pool_step_cost"] = cost
             figures[f"envs/{name}/commit"] = commit  # per environment: a run with --only refiles only its own
+            figures[f"envs/{name}/slots_workers"] = [args.slots, workers]
     figures["envs/load_average_1min"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
-    figures["envs/config"] = {"slots": args.slots, "steps": args.steps, "rounds": args.rounds,
+    figures["envs/config"] = {"slots": args.slots, "workers": workers, "steps": args.steps, "rounds": args.rounds,
                               "min_seconds": args.min_seconds,
                               "order": f"single, pool, pool, single x {args.repeats}, means"}  # fmt: skip
     out = Path(args.out)

@@ -55,7 +55,9 @@ def rows(results: dict) -> list[tuple[str, float | None, str, str]]:
         blocks = results.get(f"envs/{name}/pool_over_single_blocks")  # one ratio per ABBA block: the noise
         spread = f"; blocks {min(blocks):.2f}-{max(blocks):.2f}" if blocks else ""
         commit = f"; {results[f'envs/{name}/commit']}" if f"envs/{name}/commit" in results else ""
-        out.append((f"pool / single, {name}", results[key], goal, f"{where}{spread}; load {load}{commit}"))
+        placement = results.get(f"envs/{name}/slots_workers")  # [slots, worker processes]
+        shown = f" ({placement[0]} slots, {placement[1]} workers)" if placement else ""
+        out.append((f"pool / single, {name}{shown}", results[key], goal, f"{where}{spread}; load {load}{commit}"))
     return out
 
 

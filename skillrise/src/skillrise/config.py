@@ -155,7 +155,9 @@ class EnvConfig:
         curate_history (`int`): attempt steps in the curate prompt (official ScienceWorld `curate_history_length` 30).
         curate_prefix (`str`): prefilled start of curate answers (`""` official; `<skill>` at CPU scale).
         reward_scale (`float`): r_p = reward_scale * won (official reward 10 on success, else 0).
-        num_workers (`int`): environment processes (`0` = in-process).
+        num_workers (`int`, *optional*): environment processes, the slots spread over them (`0` = in-process);
+            `None`: one per slot, at most one per CPU core of this rank (`agentrl_shared.envs.pool.default_workers`).
+            A crashed or hung process ends the episodes of every slot it hosts.
         step_timeout (`float`): seconds before a hung environment is killed and its task marked failed.
         eval_tasks (`int`): panel size (official 128 validation tasks).
         eval_panel (`str`): `random` (official: drawn without replacement from the eval split with seed
@@ -172,8 +174,8 @@ class EnvConfig:
         eval_before_train (`bool`): also evaluate before the first rollout (verl `trainer.val_before_train=True`).
         eval_batch_size (`int`, *optional*): trials played together in one evaluation pass, one batched generation
             per turn and per carry phase for all of them (verl-agent `data.val_batch_size`); `None`: the training
-            rollout's trials per rank. Each pass holds this many environments (one process each when
-            `num_workers > 0`).
+            rollout's trials per rank. Each pass holds this many environments (in `num_workers`
+            processes).
         seed_offset_eval (`int`): validation seeds are offset like verl-agent's `seed + 1000`.
     """
 
@@ -192,7 +194,7 @@ class EnvConfig:
     curate_history: int = 30
     curate_prefix: str = ""
     reward_scale: float = 10.0
-    num_workers: int = 1
+    num_workers: int | None = None
     step_timeout: float = 60.0
     eval_tasks: int = 128
     eval_panel: str = "random"
