@@ -23,10 +23,18 @@ def write(runs, label, seed, data):
 
 
 def test_parse_entry():
-    assert parse_entry("GRPO=agentopsd:cpu_cfg:grpo") == ("GRPO", "agentopsd", "cpu_cfg", "grpo")
-    assert parse_entry("SDAR=sdar:cpu_cfg") == ("SDAR", "sdar", "cpu_cfg", "sdar")
-    with pytest.raises(SystemExit, match="expected LABEL=PACKAGE:CONFIG"):
-        parse_entry("SDAR")
+    assert parse_entry("GRPO=agentopsd:cpu_cfg:grpo") == ("GRPO", "agentopsd", "cpu_cfg", "grpo", [])
+    assert parse_entry("SDAR=sdar:cpu_cfg") == ("SDAR", "sdar", "cpu_cfg", "sdar", [])
+    assert parse_entry("SDAR coef 1=sdar:cpu:sdar:trainer.sdar_coef=1.0:trainer.gate_beta=0") == (
+        "SDAR coef 1",
+        "sdar",
+        "cpu",
+        "sdar",
+        ["trainer.sdar_coef=1.0", "trainer.gate_beta=0"],
+    )
+    for bad in ("SDAR", "SDAR=sdar", "SDAR=sdar:cpu:sdar:sdar_coef"):
+        with pytest.raises(SystemExit, match="expected LABEL=PACKAGE:CONFIG"):
+            parse_entry(bad)
 
 
 def test_table_and_plot_from_finished_runs_mean_std(tmp_path):
@@ -191,3 +199,22 @@ def test_compare_table_carries_the_paired_difference_to_grpo(tmp_path):
     text = (out / "compare.md").read_text()
     assert "| Method - GRPO | success pts (paired mean) |" in text
     assert "| SDAR | +25.0 | [+0.0, +75.0] | 4 x 1 | 1 / 0 |" in text
+
+
+def test_an_entry_s_own_overrides_train_after_the_common_ones_and_are_never_reused(tmp_path, monkeypatch):
+    runs, plan = tmp_path / "runs", tmp_path / "plan"
+    write(plan, "sdar", 0, payload(0, 0.6, method="sdar"))  # the plan's run at the default coefficient
+    trained = []
+
+    def fake_train(package, config, method, seed, run, overrides):
+        trained.append((run.parent.name, method, tuple(overrides)))
+        write(runs, run.parent.name, seed, payload(seed, 0.7, method=method))
+
+    monkeypatch.setattr("agentrl_shared.compare.train", fake_train)
+    main(["SDAR=sdar:x:sdar", "SDAR x100=sdar:x:sdar:trainer.sdar_coef=1.0", "--env", "textrooms", "--out",
+          str(tmp_path / "o"), "--runs", str(runs), "--reuse", f"SDAR={plan / 'sdar'}", "--reuse",
+          f"SDAR x100={plan / 'sdar'}"])  # fmt: skip
+    assert trained == [("SDAR x100", "sdar", ("trainer.sdar_coef=1.0",))]  # SDAR reused the plan's run, x100 trained
+    main(["SDAR x100=sdar:x:sdar:trainer.sdar_coef=1.0", "--env", "textrooms", "--seeds", "1", "--out",
+          str(tmp_path / "o"), "--runs", str(runs), "--override", "trainer.learning_rate=1e-5"])  # fmt: skip
+    assert trained[-1] == ("SDAR x100", "sdar", ("trainer.learning_rate=1e-5", "trainer.sdar_coef=1.0"))

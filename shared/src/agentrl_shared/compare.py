@@ -1,11 +1,12 @@
 """`python -m agentrl_shared.compare`: several packages' methods on one environment, side by side (`make compare`).
 
-Plumbing only: each entry `LABEL=PACKAGE:CONFIG[:METHOD]` runs `python -m PACKAGE.cli train --config CONFIG --method
-METHOD trainer.seed=S` for every seed under `--runs` (git-ignored; a finished run is not redone), then checks that every
-run used the same model, environment and evaluation panel, and writes one table (`compare.md`, mean +- std over seeds)
-and one plot (`learning_curves.png`) from the runs' `results.json`, and, where a `GRPO` label is given, each label's
-paired per-task difference to it with a bootstrap 95 % interval (`report.paired_difference`). No algorithm lives here: each package's CLI decides
-what its method means.
+Plumbing only: each entry `LABEL=PACKAGE:CONFIG[:METHOD[:KEY=VALUE...]]` runs `python -m PACKAGE.cli train --config
+CONFIG --method METHOD trainer.seed=S [KEY=VALUE...]` for every seed under `--runs` (an entry's own overrides, e.g.
+`SDAR coef 1=sdar:textrooms_smollm2-135m_cpu:sdar:trainer.sdar_coef=1.0` for a sweep; `--override` goes to every entry)
+(git-ignored; a finished run is not redone), then checks that every run used the same model, environment and evaluation
+panel, and writes one table (`compare.md`, mean +- std over seeds) and one plot (`learning_curves.png`) from the runs'
+`results.json`, and, where a `GRPO` label is given, each label's paired per-task difference to it with a bootstrap 95 %
+interval (`report.paired_difference`). No algorithm lives here: each package's CLI decides what its method means.
 
 `--reuse LABEL=DIR` takes a label's finished runs from `DIR/seed<S>/results.json` instead of training them again: the
 folder of a package's own reproduce plan that ran the same config and method (e.g. `runs/sdar/cpu/sdar`, written by
@@ -34,13 +35,15 @@ BUDGET = ("num_rollouts", "num_generations", "per_device_train_batch_size", "ste
           "bf16", "max_completion_length", "beta")  # fmt: skip
 
 
-def parse_entry(text: str) -> tuple[str, str, str, str]:
-    """`LABEL=PACKAGE:CONFIG[:METHOD]` -> (label, package, config, method); METHOD defaults to the label, lowercased."""
+def parse_entry(text: str) -> tuple[str, str, str, str, list[str]]:
+    """`LABEL=PACKAGE:CONFIG[:METHOD[:KEY=VALUE...]]` -> (label, package, config, method, the entry's overrides);
+    METHOD defaults to the label, lowercased."""
     label, sep, rest = text.partition("=")
     parts = rest.split(":")
-    if not sep or len(parts) not in (2, 3) or not all(parts):
-        raise SystemExit(f"Bad entry {text!r}; expected LABEL=PACKAGE:CONFIG[:METHOD], e.g. SDAR=sdar:smoke:sdar.")
-    return label, parts[0], parts[1], parts[2] if len(parts) == 3 else label.lower()
+    if not sep or len(parts) < 2 or not all(parts) or not all("=" in o for o in parts[3:]):
+        raise SystemExit(f"Bad entry {text!r}; expected LABEL=PACKAGE:CONFIG[:METHOD[:KEY=VALUE...]], e.g. "
+                         "SDAR=sdar:smoke:sdar or 'SDAR coef 1=sdar:smoke:sdar:trainer.sdar_coef=1.0'.")  # fmt: skip
+    return label, parts[0], parts[1], parts[2] if len(parts) > 2 else label.lower(), parts[3:]
 
 
 def train(package: str, config: str, method: str, seed: int, run: Path, overrides: list[str]) -> None:
@@ -108,21 +111,22 @@ def main(argv: list[str] | None = None) -> None:
     entries = [parse_entry(e) for e in ns.entries]
     seeds = [int(s) for s in ns.seeds.split(",")]
     reuse = dict(r.split("=", 1) for r in ns.reuse)
-    unknown = set(reuse) - {label for label, *_ in entries}
+    unknown = set(reuse) - {entry[0] for entry in entries}
     if unknown:
         raise SystemExit(f"--reuse names labels that are not entries: {', '.join(sorted(unknown))}.")
     payloads: dict[str, list[dict]] = {}
     sources: dict[str, list[str]] = {}
-    for label, package, config, method in entries:
+    for label, package, config, method, own in entries:
+        overrides = [*ns.override, *own]
         for seed in seeds:
             run = ns.runs / label / f"seed{seed}"
             done = Path(reuse[label]) / f"seed{seed}" if label in reuse else None
             if not (run / "results.json").exists():
-                if done is not None and reusable(done / "results.json", method, seed, ns.override):
+                if done is not None and reusable(done / "results.json", method, seed, overrides):
                     logger.info(f"compare: {label} seed {seed}: reusing the finished run {done}")
                     run = done
                 else:
-                    train(package, config, method, seed, run, ns.override)
+                    train(package, config, method, seed, run, overrides)
             payloads.setdefault(label, []).append(json.loads((run / "results.json").read_text()))
             sources.setdefault(label, []).append(str(run))
     same_setting(payloads)
