@@ -92,7 +92,7 @@ REPRODUCE_vad = vad reproduce --scale $(SCALE) --seeds $(SEEDS) $(DRY)
 REPRODUCE_skillrise = skillrise reproduce --scale $(SCALE) --seeds $(SEEDS) $(PLAN) $(DRY)
 REPRODUCE_envace = envace reproduce --scale $(SCALE) --seeds $(SEEDS) $(DRY)
 REPRODUCE_vitabench2 = vitabench2 reproduce --output runs/vitabench2
-REPORT_sdar = sdar report --runs runs/sdar
+REPORT_sdar = sdar report --runs runs/sdar $(addprefix --compare ,$(wildcard runs/compare/sdar_coef))
 REPORT_agentopsd = agentopsd report --runs runs/agentopsd $(addprefix --compare ,$(wildcard runs/compare/textrooms))
 REPORT_vad = vad report --runs runs/vad
 REPORT_skillrise = skillrise report --runs runs/skillrise
@@ -211,7 +211,18 @@ NOTE_textrooms = "SkillRise is not a row: it is trained and evaluated on trials 
 document curated between them (skillrise package, its own TextRooms panel and budget); on this single-episode \
 panel the curated document never enters, so the row would not measure the method."
 
-compare: setup  ## GRPO, SDAR, AgentOPSD, RLSD, Skill-SD side by side: ENV=textrooms SEEDS=0,1,2 (one table, one plot)
-	@test -n "$(COMPARE_$(ENV))" || { echo "No compare plan for ENV=$(ENV); valid: textrooms"; exit 2; }
-	$(RUN) python -m agentrl_shared.compare --env $(ENV) --seeds $(SEEDS) --out runs/compare/$(ENV) \
+# SDAR's term at the paper's coefficient and at 10x / 100x it, gated and ungated, against GRPO on SDAR's CPU plan:
+# does the term move the policy when it weighs more? (`sdar report --compare runs/compare/sdar_coef` files it)
+COMPARE_sdar_coef = GRPO=sdar:textrooms_smollm2-135m_cpu:grpo SDAR=sdar:textrooms_smollm2-135m_cpu:sdar \
+	SDAR-x10=sdar:textrooms_smollm2-135m_cpu:sdar:trainer.sdar_coef=0.1 \
+	SDAR-x100=sdar:textrooms_smollm2-135m_cpu:sdar:trainer.sdar_coef=1.0 \
+	GRPO+OPSD-x100=sdar:textrooms_smollm2-135m_cpu:grpo_opsd:trainer.sdar_coef=1.0
+COMPARE_ENV_sdar_coef = textrooms
+REUSE_sdar_coef = --reuse GRPO=runs/sdar/cpu/grpo --reuse SDAR=runs/sdar/cpu/sdar
+NOTE_sdar_coef = "SDAR-x10 and SDAR-x100: sdar_coef 0.1 and 1.0, 10 and 100 times the paper's 0.01; GRPO+OPSD-x100: \
+the same term ungated (gate_beta 0, g = 0.5 on every token) at sdar_coef 1.0. Every other setting is SDAR's CPU plan."
+
+compare: setup  ## methods side by side, one table and one plot: ENV=textrooms (GRPO, SDAR, AgentOPSD, RLSD, Skill-SD) | sdar_coef (SDAR's coefficient) SEEDS=0,1,2
+	@test -n "$(COMPARE_$(ENV))" || { echo "No compare plan for ENV=$(ENV); valid: textrooms, sdar_coef"; exit 2; }
+	$(RUN) python -m agentrl_shared.compare --env $(or $(COMPARE_ENV_$(ENV)),$(ENV)) --seeds $(SEEDS) --out runs/compare/$(ENV) \
 		--runs runs/compare/$(ENV) $(REUSE_$(ENV)) $(if $(NOTE_$(ENV)),--note $(NOTE_$(ENV))) $(COMPARE_$(ENV))

@@ -19,7 +19,7 @@ FLAGS = {
         "--machine-rank",
         "--main-process-ip",
     },
-    "report": {"--runs", "--readme"},
+    "report": {"--runs", "--readme", "--compare"},
 }
 
 

@@ -1,10 +1,13 @@
-"""`agentrl_shared.compare`: entry parsing, the same-setting check, and the table and plot from finished runs."""
+"""`agentrl_shared.compare`: entry parsing, the same-setting check, the table and plot from finished runs, and their
+filing (`report.file_compare`, `report.compare_blocks`)."""
 
 import json
 
 import pytest
 
 from agentrl_shared.compare import main, parse_entry
+from agentrl_shared.config import ConfigError
+from agentrl_shared.report import compare_blocks, file_compare
 
 
 def payload(seed: int, success: float, env: dict | None = None, method: str = "grpo") -> dict:
@@ -218,3 +221,20 @@ def test_an_entry_s_own_overrides_train_after_the_common_ones_and_are_never_reus
     main(["SDAR x100=sdar:x:sdar:trainer.sdar_coef=1.0", "--env", "textrooms", "--seeds", "1", "--out",
           str(tmp_path / "o"), "--runs", str(runs), "--override", "trainer.learning_rate=1e-5"])  # fmt: skip
     assert trained[-1] == ("SDAR x100", "sdar", ("trainer.learning_rate=1e-5", "trainer.sdar_coef=1.0"))
+
+
+def test_a_comparison_is_filed_and_its_table_fills_its_own_readme_block(tmp_path):
+    runs, out, results = tmp_path / "runs", tmp_path / "sdar_coef", tmp_path / "results"
+    for label, success in (("GRPO", 0.5), ("SDAR-x100", 0.75)):
+        write(runs, label, 0, payload(0, success))
+    with pytest.raises(ConfigError, match="no compare.md, compare.json, learning_curves.png: run `make compare"):
+        file_compare(out, results)
+    main(["GRPO=sdar:x:grpo", "SDAR-x100=sdar:x:sdar:trainer.sdar_coef=1.0", "--env", "textrooms", "--out", str(out),
+          "--runs", str(runs)])  # fmt: skip
+    file_compare(out, results)
+    readme = "# R\n<!-- compare-sdar_coef:start -->\nold\n<!-- compare-sdar_coef:end -->\ntail\n"
+    text = compare_blocks(readme, results)
+    assert "| textrooms | smollm2-135m | SDAR-x100 | 75.0 (1 seed) | 0 | abc1234 |" in text and "old" not in text
+    assert text.endswith("<!-- compare-sdar_coef:end -->\ntail\n")
+    with pytest.raises(ValueError, match="no <!-- compare-sdar_coef:start -->"):
+        compare_blocks("# a README without the block\n", results)

@@ -12,14 +12,14 @@ says `not run`.
 
 import json
 import logging
-import shutil
 import statistics
 from pathlib import Path
 
-from agentrl_shared.config import ConfigError
 from agentrl_shared.mechanisms import file_mechanisms, load_mechanisms
 from agentrl_shared.report import (
     collect_runs,
+    compare_blocks,
+    file_compare,
     horizon_report,
     load_runs,
     markdown_table,
@@ -35,7 +35,6 @@ from .mechanisms import table as mechanisms_table
 logger = logging.getLogger(__name__)
 CPU_TITLE = "TextRooms, SmolLM2-135M (CPU scale)"
 RUN_FILES = ("results.json", "eval_curve.jsonl", "episodes.jsonl", "eval_episodes.jsonl", "config.json")
-COMPARE_FILES = ("compare.md", "compare.json", "learning_curves.png")
 # Table 1's Search-QA sources (the seven `data_source` values of the Search-R1 test set)
 SEARCH_SOURCES = ("nq", "triviaqa", "popqa", "hotpotqa", "2wikimultihopqa", "musique", "bamboogle")
 
@@ -106,18 +105,6 @@ def bench_line(path: Path) -> str:
             f"{data['agentopsd/commit']}{note})")  # fmt: skip
 
 
-def file_compare(compare: Path, results: Path) -> None:
-    """Copy a finished `make compare` output folder (`runs/compare/<env>`) to `results/compare/<env>`."""
-    missing = [name for name in COMPARE_FILES if not (compare / name).exists()]
-    if missing:
-        raise ConfigError(f"{compare} has no {', '.join(missing)}: run `make compare ENV={compare.name}` first.")
-    target = results / "compare" / compare.name
-    target.mkdir(parents=True, exist_ok=True)
-    for name in COMPARE_FILES:
-        shutil.copyfile(compare / name, target / name)
-    logger.info(f"report: filed {compare} in {target}")
-
-
 def report(readme: Path, runs: Path | None = None, compare: Path | None = None) -> None:
     """Rebuild `readme`'s result blocks (and the CPU learning curves) from `<readme folder>/results`, after copying
     finished runs from `runs` (and a `make compare` folder from `compare`) there when given; the bench line reads
@@ -129,9 +116,8 @@ def report(readme: Path, runs: Path | None = None, compare: Path | None = None) 
             logger.info(f"report: filed {runs}/cpu/mechanisms in {results}/cpu/mechanisms")
     if compare is not None:
         file_compare(compare, results)
-    text = readme.read_text()
-    for table in sorted((results / "compare").glob("*/compare.md")):
-        text = replace_block(text, f"compare-{table.parent.name}", table.read_text().strip())
+        logger.info(f"report: filed {compare} in {results / 'compare' / compare.name}")
+    text = compare_blocks(readme.read_text(), results)
     cpu = load_runs(results, "cpu")
     text = replace_block(text, "results-cpu", cpu_table(cpu))
     horizon = horizon_report(results, "cpu", METHOD_NAMES, results / "cpu" / "horizon.png")

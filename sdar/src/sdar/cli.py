@@ -145,6 +145,8 @@ def main(argv: list[str] | None = None) -> None:
     parser, subs = build_parser(PACKAGE, __doc__, CPU_CONFIG, list(METHODS), {"mechanisms": MECHANISMS_HELP})
     add_mechanisms_flags(subs["mechanisms"], PACKAGE, CPU_CONFIG)
     add_plan_flags(subs["reproduce"], CPU_PLAN, list(METHODS), PAPER_CONFIGS)
+    subs["report"].add_argument("--compare", type=Path, default=None,
+                                help="also file a `make compare` output folder (e.g. runs/compare/sdar_coef)")  # fmt: skip
     ns = parse_args(parser, subs, argv)
     setup_logging()
 
@@ -152,7 +154,7 @@ def main(argv: list[str] | None = None) -> None:
         if ns.command == "report":
             from .report import report
 
-            report(ns.readme, ns.runs)
+            report(ns.readme, ns.runs, ns.compare)
         elif ns.command == "reproduce":
             reproduce(ns.scale, seeds_arg(ns.seeds), ns.overrides, ns.output, ns.methods.split(","), launch_flags(ns),
                       ns.configs.split(","))  # fmt: skip

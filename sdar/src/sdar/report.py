@@ -4,6 +4,10 @@
 the runs folder into `<README folder>/results/<scale>/<method>/<run>/`; the tables are then rebuilt from those files
 only. Paper numbers come from `<README folder>/paper_results.json` (Table 1 of the paper). A row with no result file
 says `not run`. Each paper metric is computed as the paper computes it (`paper_metric`).
+
+`--compare runs/compare/sdar_coef` also files the output of `make compare ENV=sdar_coef` (GRPO, SDAR and SDAR at
+larger `sdar_coef`, gated and ungated, on the CPU plan: `compare.md`, `compare.json`, `learning_curves.png`) into
+`<README folder>/results/compare/sdar_coef/` and puts its table into the README's `compare-sdar_coef` block.
 """
 
 import json
@@ -14,6 +18,8 @@ from pathlib import Path
 from agentrl_shared.mechanisms import file_mechanisms, load_mechanisms
 from agentrl_shared.report import (
     collect_runs,
+    compare_blocks,
+    file_compare,
     horizon_report,
     load_runs,
     markdown_table,
@@ -82,16 +88,19 @@ def paper_table(runs: dict[str, list[dict]], paper: dict) -> str:
     return markdown_table(["Env", "Model", "Method", "Metric", "Paper", "Ours (mean +- std, n seeds)", "commit"], rows)
 
 
-def report(readme: Path, runs: Path | None = None) -> None:
+def report(readme: Path, runs: Path | None = None, compare: Path | None = None) -> None:
     """Rebuild `readme`'s result blocks (and the CPU learning curves) from `<readme folder>/results`, after copying
-    finished runs from `runs` there when given."""
+    finished runs from `runs` (and a `make compare` folder from `compare`) there when given."""
     package = readme.parent
     results = package / "results"
     if runs is not None:
         logger.info(f"report: copied {collect_runs(runs, results, RUN_FILES)} finished runs from {runs} to {results}")
         if file_mechanisms(runs, results):
             logger.info(f"report: filed {runs}/cpu/mechanisms in {results}/cpu/mechanisms")
-    text = readme.read_text()
+    if compare is not None:
+        file_compare(compare, results)
+        logger.info(f"report: filed {compare} in {results / 'compare' / compare.name}")
+    text = compare_blocks(readme.read_text(), results)
     cpu = load_runs(results, "cpu")
     text = replace_block(text, "results-cpu", cpu_table(cpu))
     horizon = horizon_report(results, "cpu", METHOD_NAMES, results / "cpu" / "horizon.png")

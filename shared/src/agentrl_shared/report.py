@@ -10,6 +10,8 @@ import shutil
 import statistics
 from pathlib import Path
 
+from .config import ConfigError
+
 
 def collect_runs(runs: Path, results: Path, names: tuple[str, ...]) -> int:
     """Copy the files `names` of every finished run (`<scale>/<method>/<run>/results.json`) from the runs folder
@@ -23,6 +25,27 @@ def collect_runs(runs: Path, results: Path, names: tuple[str, ...]) -> int:
                 shutil.copy(path.parent / name, keep / name)
         n += 1
     return n
+
+
+COMPARE_FILES = ("compare.md", "compare.json", "learning_curves.png")  # what `agentrl_shared.compare` writes
+
+
+def file_compare(compare: Path, results: Path) -> None:
+    """Copy a finished `agentrl_shared.compare` output folder (`runs/compare/<name>`) to `results/compare/<name>`."""
+    missing = [name for name in COMPARE_FILES if not (compare / name).exists()]
+    if missing:
+        raise ConfigError(f"{compare} has no {', '.join(missing)}: run `make compare ENV={compare.name}` first.")
+    target = results / "compare" / compare.name
+    target.mkdir(parents=True, exist_ok=True)
+    for name in COMPARE_FILES:
+        shutil.copyfile(compare / name, target / name)
+
+
+def compare_blocks(text: str, results: Path) -> str:
+    """Each filed comparison's table (`results/compare/<name>/compare.md`) into the README's `compare-<name>` block."""
+    for table in sorted((results / "compare").glob("*/compare.md")):
+        text = replace_block(text, f"compare-{table.parent.name}", table.read_text().strip())
+    return text
 
 
 def load_runs(results: Path, scale: str) -> dict[str, list[dict]]:
