@@ -92,7 +92,7 @@ REPRODUCE_vad = vad reproduce --scale $(SCALE) --seeds $(SEEDS) $(DRY)
 REPRODUCE_skillrise = skillrise reproduce --scale $(SCALE) --seeds $(SEEDS) $(PLAN) $(DRY)
 REPRODUCE_envace = envace reproduce --scale $(SCALE) --seeds $(SEEDS) $(DRY)
 REPRODUCE_vitabench2 = vitabench2 reproduce --output runs/vitabench2
-REPORT_sdar = sdar report --runs runs/sdar $(addprefix --compare ,$(wildcard runs/compare/sdar_coef))
+REPORT_sdar = sdar report --runs runs/sdar $(addprefix --compare ,$(wildcard runs/compare/sdar_coef runs/compare/sdar_long))
 REPORT_agentopsd = agentopsd report --runs runs/agentopsd $(addprefix --compare ,$(wildcard runs/compare/textrooms))
 REPORT_vad = vad report --runs runs/vad
 REPORT_skillrise = skillrise report --runs runs/skillrise
@@ -221,8 +221,15 @@ COMPARE_ENV_sdar_coef = textrooms
 REUSE_sdar_coef = --reuse GRPO=runs/sdar/cpu/grpo --reuse SDAR=runs/sdar/cpu/sdar
 NOTE_sdar_coef = "SDAR-x10 and SDAR-x100: sdar_coef 0.1 and 1.0, 10 and 100 times the paper's 0.01; GRPO+OPSD-x100: \
 the same term ungated (gate_beta 0, g = 0.5 on every token) at sdar_coef 1.0. Every other setting is SDAR's CPU plan."
+# the same methods at 4x the CPU plan's budget (12 rollouts, evaluated every 4): does the term act given more updates?
+LONG = trainer.num_rollouts=12:env.eval_every=4
+COMPARE_sdar_long = GRPO=sdar:textrooms_smollm2-135m_cpu:grpo:$(LONG) SDAR=sdar:textrooms_smollm2-135m_cpu:sdar:$(LONG) \
+	SDAR-x10=sdar:textrooms_smollm2-135m_cpu:sdar:trainer.sdar_coef=0.1:$(LONG)
+COMPARE_ENV_sdar_long = textrooms
+NOTE_sdar_long = "SDAR's CPU plan at 12 rollouts instead of 3 (evaluated every 4), everything else unchanged; SDAR-x10: \
+sdar_coef 0.1, 10 times the paper's 0.01."
 
-compare: setup  ## methods side by side, one table and one plot: ENV=textrooms (GRPO, SDAR, AgentOPSD, RLSD, Skill-SD) | sdar_coef (SDAR's coefficient) SEEDS=0,1,2
-	@test -n "$(COMPARE_$(ENV))" || { echo "No compare plan for ENV=$(ENV); valid: textrooms, sdar_coef"; exit 2; }
+compare: setup  ## methods side by side, one table and one plot: ENV=textrooms (GRPO, SDAR, AgentOPSD, RLSD, Skill-SD) | sdar_coef (SDAR's coefficient) | sdar_long (12 rollouts) SEEDS=0,1,2
+	@test -n "$(COMPARE_$(ENV))" || { echo "No compare plan for ENV=$(ENV); valid: textrooms, sdar_coef, sdar_long"; exit 2; }
 	$(RUN) python -m agentrl_shared.compare --env $(or $(COMPARE_ENV_$(ENV)),$(ENV)) --seeds $(SEEDS) --out runs/compare/$(ENV) \
 		--runs runs/compare/$(ENV) $(REUSE_$(ENV)) $(if $(NOTE_$(ENV)),--note $(NOTE_$(ENV))) $(COMPARE_$(ENV))
