@@ -114,10 +114,11 @@ class EnvPool:
         factory (`Callable[[], TextEnv]`): builds one environment; must be picklable (a module-level function or a
             `functools.partial` of one) when `num_workers > 0`.
         num_slots (`int`): environment instances (one per concurrent episode).
-        timeout (`float`, *optional*, defaults to `60.0`): seconds one reset/step may take before the slot is killed.
+        timeout (`float`, *optional*, defaults to `60.0`): seconds one slot's reset/step may take before its worker is
+            killed (and restarted).
         num_workers (`int`, *optional*): worker processes, the slots spread over them round robin (at most one per
             slot); `0` runs in-process; `None` (default): `default_workers`, one per slot up to one per core.
-        build_timeout (`float`, *optional*, defaults to `900.0`): seconds a new worker may take to build its
+        build_timeout (`float`, *optional*, defaults to `900.0`): seconds a worker may take to build one slot's
             environment (engine start, data loading), separate from `timeout`.
         move_cheap_in (`bool`, *optional*, defaults to `True`): move the slots into this process when step calls
             there are measured faster than pooled ones (module docstring).
