@@ -6,7 +6,8 @@
 settings; `sampling_overrides` temporarily swaps the temperature for validation (verl-agent `val_kwargs`).
 `SampledTokenLogps` records, during HF `generate`, the log-prob of each sampled token under the logits the policy
 produced for it (the rollout-time log-probs that vLLM returns itself). `matched_vllm_engine` gives the colocated vLLM
-engine TRL builds the trainer's dtype (and eager mode on CPU); `sync_vllm_weights` pushes the trainer's weights into it (TRL's sync, or vLLM's reload on vLLM's CPU build).
+engine TRL builds the trainer's dtype (and eager mode on CPU); `sync_vllm_weights` pushes the trainer's weights into
+it (TRL's sync, or vLLM's reload on vLLM's CPU build).
 """
 
 import os
