@@ -105,6 +105,20 @@ def test_a_shared_worker_that_hangs_loses_its_slots_episodes_and_a_raise_only_it
 def test_default_workers_one_per_slot_up_to_this_ranks_cores(monkeypatch):
     cores = len(os.sched_getaffinity(0))
     monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    monkeypatch.delenv("LOCAL_SIZE", raising=False)
     assert default_workers(1) == 1 and default_workers(4 * cores) == cores
     monkeypatch.setenv("LOCAL_WORLD_SIZE", str(2 * cores))  # more ranks than cores: still one worker
     assert default_workers(8) == 1
+
+
+def test_default_workers_reads_the_ranks_per_node_of_torchrun_and_of_the_deepspeed_launcher(monkeypatch):
+    """16 cores, 4 ranks per node: 4 workers per rank, whether the launcher says `LOCAL_WORLD_SIZE` (torchrun,
+    accelerate) or `LOCAL_SIZE` (DeepSpeed's launcher, also on every node of a pdsh/MPI multi-node run)."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    monkeypatch.delenv("LOCAL_SIZE", raising=False)
+    assert default_workers(64) == 16  # no launcher: one rank
+    monkeypatch.setenv("LOCAL_SIZE", "4")
+    assert default_workers(64) == 4 and default_workers(2) == 2
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")  # torchrun's variable wins where both are set
+    assert default_workers(64) == 2

@@ -56,11 +56,16 @@ PROBE_CALLS = 8  # step calls measured on each side: pooled (probe), then in-pro
 TRIAL_BELOW = 0.8  # try in-process when the workers' CPU estimate is under this fraction of the pooled wall time
 
 
+def local_ranks() -> int:
+    """The ranks on this node, as the launcher says: `LOCAL_WORLD_SIZE` (torchrun, `accelerate launch`), else
+    `LOCAL_SIZE` (DeepSpeed's launcher, which its multi-node pdsh/MPI runners start on every node), else 1."""
+    return int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("LOCAL_SIZE") or 1)
+
+
 def default_workers(num_slots: int) -> int:
     """One worker per slot, at most one per CPU core this rank may use: the cores this process may run on, shared by
-    the `LOCAL_WORLD_SIZE` ranks of the node."""
-    ranks = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-    return max(1, min(num_slots, len(os.sched_getaffinity(0)) // ranks))
+    the node's ranks (`local_ranks`)."""
+    return max(1, min(num_slots, len(os.sched_getaffinity(0)) // local_ranks()))
 
 
 def _close_quietly(env: TextEnv | None) -> None:
