@@ -3,7 +3,7 @@ lock-step.
 
 The scripted environment ends episodes after 1 turn on rank 0 and after 1 to 3 turns on rank 1, so the ranks collect
 different numbers of rows, and the rows of one episode end up on different ranks after balancing (the belief runs
-over the whole episode). The run must finish before the timeout (a hang fails the test), both ranks must hold the same
+over the whole episode); each rank hosts it in 2 worker processes, as the paper configs host theirs. The run must finish before the timeout (a hang fails the test), both ranks must hold the same
 parameters afterwards, and the update of the (only) optimizer step must equal, to 1e-5, SGD on the loss that a naive
 single-process loop computes from the rollout's rows: student and teacher log-probs row by row without padding, the
 group prior V_0, the belief multiplier of every row (`credit.turn_advantages` over each episode, or
@@ -93,6 +93,10 @@ def test_two_ranks_zero3_rollout_step_and_final_eval_match_a_naive_loop(tmp_path
     log = next(h for h in results["log_history"] if "env/num_episodes" in h)
     assert log["env/num_episodes"] == 8  # 4 episodes per rank, reduced over ranks
     assert "agentopsd/v0_mean" in log
+    for r in range(2):  # every step played in the rank's 2 worker processes, none failed, none moved in
+        pool = json.loads((out / f"rank{r}_pool.json").read_text())
+        assert pool["workers"] == 2 and pool["pooled_calls"] > 0 and pool["in_process"] is None, pool
+        assert pool["failures"] == 0, pool
     assert ("time/old_logps_s" in log) == (student_logps == "recompute")  # `generation` runs no student forward
 
     rows = torch.load(out / "rank0_rows.pt")

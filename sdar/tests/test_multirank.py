@@ -1,7 +1,7 @@
 """Two CPU processes under DeepSpeed ZeRO-3 (gloo): rollout, optimizer step and end-of-run evaluation in lock-step.
 
 The scripted environment ends episodes after 1 turn on rank 0 and after 1 or 3 turns on rank 1, so the ranks collect
-different numbers of rows. The run must finish before the timeout (a hang fails the test), both ranks must hold the
+different numbers of rows; each rank hosts it in 2 worker processes, as the paper configs host theirs. The run must finish before the timeout (a hang fails the test), both ranks must hold the
 same parameters afterwards, and the update of the (only) optimizer step must equal, to 1e-5, SGD on the loss that a
 naive single-process loop computes over the same rows: token-mean over all of the step's tokens of the clipped
 policy term, k3 KL, entropy bonus and the gated SDAR term.
@@ -75,6 +75,10 @@ def test_two_ranks_zero3_rollout_step_and_final_eval_match_a_naive_loop(tmp_path
     log = next(h for h in results["log_history"] if "env/num_episodes" in h)
     assert log["env/num_episodes"] == 8  # 4 episodes per rank, reduced over ranks
     assert log["rollout/rows"] == 12  # rank 0: 4 one-turn episodes; rank 1: 2 x 3 turns + 2 x 1 turn
+    for r in range(2):  # every step played in the rank's 2 worker processes, none failed, none moved in
+        pool = json.loads((out / f"rank{r}_pool.json").read_text())
+        assert pool["workers"] == 2 and pool["pooled_calls"] > 0 and pool["in_process"] is None, pool
+        assert pool["failures"] == 0, pool
 
     ranks = [torch.load(out / f"rank{r}_batches.pt") for r in range(2)]
     real = [int(b["completion_mask"].any(dim=1).sum()) for r in ranks for b in r]

@@ -2,12 +2,12 @@
 rollout in lock-step.
 
 The scripted environment ends episodes after 1 turn on rank 0 and after 1 or 3 turns on rank 1, so the ranks collect
-different numbers of rows (solve turns and curate rows); the evaluation panel holds one trial per mode, so rank 1's
-chunk is empty. The run must finish before the timeout (a hang fails the test), every collected row must be trained
-once, each rank must send its own prompt count per generation (one dummy while the other rank works), not the sum
-over ranks, both ranks must hold the same parameters afterwards, and the update of the (only) optimizer step must
-equal, to 1e-5, SGD on the loss that a naive single-process loop computes over the same rows: token-mean over all of
-the step's tokens of the clipped policy term and the entropy bonus.
+different numbers of rows (solve turns and curate rows), each rank hosting it in 2 worker processes; the evaluation
+panel holds one trial per mode, so rank 1's chunk is empty. The run must finish before the timeout (a hang fails the
+test), every collected row must be trained once, each rank must send its own prompt count per generation (one dummy
+while the other rank works), not the sum over ranks, both ranks must hold the same parameters afterwards, and the
+update of the (only) optimizer step must equal, to 1e-5, SGD on the loss that a naive single-process loop computes
+over the same rows: token-mean over all of the step's tokens of the clipped policy term and the entropy bonus.
 """
 
 import json
@@ -71,6 +71,9 @@ def test_two_ranks_zero3_rollout_step_and_last_evaluation_match_a_naive_loop(tmp
 
     counts = [json.loads((out / f"rank{r}_counts.json").read_text()) for r in range(2)]
     assert [c["collected_rows"] for c in counts] == [12, 20]
+    for r in range(2):  # steps played in the rank's 2 worker processes, none failed
+        pool = json.loads((out / f"rank{r}_pool.json").read_text())
+        assert pool["workers"] == 2 and pool["pooled_calls"] > 0 and pool["failures"] == 0, pool
     ranks = [torch.load(out / f"rank{r}_batches.pt") for r in range(2)]
     real = [int(b["completion_mask"].any(dim=1).sum()) for r in ranks for b in r]
     assert sum(real) == 32  # every collected row trained exactly once (16 per rank after balancing)

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from importlib.resources import files
 from pathlib import Path
 
+from .envs.base import Step
+
 
 def changed_parameters(before_dir: Path, after_dir: Path) -> tuple[int, list[str]]:
     """`(number of tensors, names of the unchanged ones)` between two `model.safetensors` folders.
@@ -60,6 +62,36 @@ def zero3_single_process():
                 os.environ.pop(key)
             else:
                 os.environ[key] = value
+
+
+class ScriptedEnv:
+    """The two-rank tests' environment: episodes end after 1 turn on rank 0 and after 1 + seed % 3 turns on rank 1
+    (so the ranks collect different numbers of rows), and won depends on the sampled action, so group members get
+    different rewards. Defined here, at module level, so that the pool can host it in worker processes (spawned: they
+    unpickle it by name and read `RANK` from the environment they inherit)."""
+
+    def __init__(self):
+        self.rank = int(os.environ.get("RANK", "0"))
+
+    def reset(self, task: dict, seed: int) -> Step:
+        self.turn, self.length = 0, 1 if self.rank == 0 else 1 + seed % 3
+        return Step(f"Room {task['task_id']}. Pick a door.", 0.0, False, self._info(False))
+
+    def step(self, action: str) -> Step:
+        self.turn += 1
+        won = len(action) % 2 == 0 and self.turn == self.length
+        return Step(f"Turn {self.turn}.", float(won), self.turn >= self.length, self._info(won))
+
+    def _info(self, won: bool) -> dict:
+        return {"won": won, "admissible_actions": ["go to door 1", "go to door 2"], "task_type": "scripted"}
+
+    def close(self) -> None:
+        pass
+
+
+def scripted_env(name: str, **kwargs) -> ScriptedEnv:
+    """`agentrl_shared.envs.make_env` for the two-rank tests: a `ScriptedEnv` whatever the name."""
+    return ScriptedEnv()
 
 
 def launch_two_ranks(out: Path, script_args: list[str], timeout: int = 1200, deepspeed: bool = True) -> subprocess.CompletedProcess:  # fmt: skip

@@ -1,85 +1,62 @@
 """Launched by test_skillrise_multirank.py on 2 CPU processes: one SkillRise rollout (trials of K = 2 tasks with a
 curate step) + optimizer step + the evaluation on the last rollout, under DeepSpeed ZeRO-3, with a scripted
-environment whose episodes end at different turns on each rank and an evaluation panel of one trial (rank 1's chunk
-is empty).
+environment whose episodes end at different turns on each rank (`agentrl_shared.smoke.ScriptedEnv`, hosted as a
+paper config hosts its environments: in worker processes, here 4 slots in 2 workers per rank) and an evaluation panel
+of one trial (rank 1's chunk is empty).
 
-Each rank saves its micro-batches of the first rollout, the rows it collected and every `_prompt_count` call; rank 0
-also writes `results.json` (through the CLI); every rank saves its final weights, which the test compares with a
-naive single-process loop.
+Each rank saves its micro-batches of the first rollout, the rows it collected, every `_prompt_count` call and its
+pool's worker processes; rank 0 also writes `results.json` (through the CLI); every rank saves its final weights,
+which the test compares with a naive single-process loop. The workers are spawned and run this file as
+`__mp_main__`: everything but the light imports is in `main`.
 """
 
 import json
-import os
 import sys
 from pathlib import Path
 
-import torch
-
-import skillrise.trainer
-from agentrl_shared.envs.base import Step
-from skillrise.cli import load, train
+from agentrl_shared.smoke import ScriptedEnv
 
 
-class ScriptedEnv:
-    """Episodes end after 1 turn on rank 0 and after 1 + seed % 3 turns on rank 1; won depends on the sampled
-    action, so trials of a group get different returns."""
+def main(out: Path, ds: Path) -> None:
+    import deepspeed
+    import torch
 
-    def __init__(self):
-        self.rank = int(os.environ.get("RANK", "0"))
+    import skillrise.trainer
+    from skillrise.cli import load, train
 
-    def reset(self, task: dict, seed: int) -> Step:
-        self.turn, self.length = 0, 1 if self.rank == 0 else 1 + seed % 3
-        return Step(f"Room {task['task_id']}. Pick a door.", 0.0, False, self._info(False))
+    class RecordingTrainer(skillrise.trainer.SkillRiseTrainer):
+        """Saves this rank's rows and micro-batches of the first rollout and every prompt count it asked for."""
 
-    def step(self, action: str) -> Step:
-        self.turn += 1
-        won = len(action) % 2 == 0 and self.turn == self.length
-        return Step(f"Turn {self.turn}.", float(won), self.turn >= self.length, self._info(won))
+        instance = None
 
-    def _info(self, won: bool) -> dict:
-        return {"won": won, "admissible_actions": ["go to door 1", "go to door 2"], "task_type": "scripted"}
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            RecordingTrainer.instance = self
+            self.prompt_counts: list[tuple[int, int]] = []  # (this rank's own prompts, prompts sent)
+            self.collected_rows = 0
 
-    def close(self) -> None:
-        pass
+        def _prompt_count(self, n_active):
+            n = super()._prompt_count(n_active)
+            self.prompt_counts.append((n_active, n))
+            return n
 
+        def _score(self, trials):
+            rows, advantages = super()._score(trials)
+            self.collected_rows += len(rows)
+            return rows, advantages
 
-class RecordingTrainer(skillrise.trainer.SkillRiseTrainer):
-    """Saves this rank's rows and micro-batches of the first rollout and every prompt count it asked for."""
+        def _rollout_micro_batches(self, inputs):
+            batches = super()._rollout_micro_batches(inputs)
+            if self.rollouts_done == 1:
+                rank = self.accelerator.process_index
+                torch.save([{k: v.cpu() for k, v in b.items()} for b in batches], out / f"rank{rank}_batches.pt")
+            return batches
 
-    instance = None
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        RecordingTrainer.instance = self
-        self.prompt_counts: list[tuple[int, int]] = []  # (this rank's own prompts, prompts sent)
-        self.collected_rows = 0
-
-    def _prompt_count(self, n_active):
-        n = super()._prompt_count(n_active)
-        self.prompt_counts.append((n_active, n))
-        return n
-
-    def _score(self, trials):
-        rows, advantages = super()._score(trials)
-        self.collected_rows += len(rows)
-        return rows, advantages
-
-    def _rollout_micro_batches(self, inputs):
-        batches = super()._rollout_micro_batches(inputs)
-        if self.rollouts_done == 1:
-            rank = self.accelerator.process_index
-            torch.save([{k: v.cpu() for k, v in b.items()} for b in batches], OUT / f"rank{rank}_batches.pt")
-        return batches
-
-
-OUT = Path(sys.argv[1])
-skillrise.trainer.make_env_factory = lambda env_config: ScriptedEnv  # the pool builds one per slot
-skillrise.trainer.SkillRiseTrainer = RecordingTrainer
-cfg = load(
-    "smoke",
-    [
-        f"trainer.output_dir={OUT}",
-        f"trainer.deepspeed={Path(sys.argv[2])}",
+    skillrise.trainer.make_env_factory = lambda env_config: ScriptedEnv  # the pool builds one per slot
+    skillrise.trainer.SkillRiseTrainer = RecordingTrainer
+    overrides = [
+        f"trainer.output_dir={out}",
+        f"trainer.deepspeed={ds}",
         "trainer.num_rollouts=1",
         "trainer.optim=sgd",  # the update is lr * gradient: comparable to the reference to 1e-5
         "trainer.learning_rate=1.0",
@@ -89,25 +66,33 @@ cfg = load(
         "trainer.gradient_accumulation_steps=4",  # 16 rows per rank per step: the rollout (32 rows) is one step
         "trainer.max_completion_length=4",
         "env.max_turns=3",
+        "env.num_workers=2",  # the smoke config's 4 slots in 2 worker processes per rank
         "env.max_prompt_length=256",  # left-truncated prompts: cheaper forwards
         "env.prompt_overflow=truncate",
         "env.eval_tasks=1",  # one evaluation trial per mode: rank 1 plays an empty chunk
         "env.eval_every=1",  # the evaluation falls on the last rollout (every paper config ends on one)
         "env.eval_before_train=false",
-    ],
-)
-train(cfg, "two_ranks")
-trainer = RecordingTrainer.instance
-rank = trainer.accelerator.process_index
-(OUT / f"rank{rank}_counts.json").write_text(
-    json.dumps({"prompt_counts": trainer.prompt_counts, "collected_rows": trainer.collected_rows})
-)
-# every rank gathers the full ZeRO-3 parameters and saves them: the test checks that both ranks hold the same
-model = trainer.accelerator.unwrap_model(trainer.model_wrapped)
-import deepspeed  # noqa: E402
+    ]
+    train(load("smoke", overrides), "two_ranks")
+    trainer = RecordingTrainer.instance
+    rank = trainer.accelerator.process_index
+    (out / f"rank{rank}_counts.json").write_text(
+        json.dumps({"prompt_counts": trainer.prompt_counts, "collected_rows": trainer.collected_rows})
+    )
+    pool = {  # how the pool served the run (`train` has closed it)
+        "workers": len(trainer.pool._procs),
+        "in_process": trainer.pool.step_cost["in_process"],
+        "pooled_calls": trainer.pool.step_cost["pooled_calls"],
+        "failures": trainer.pool.failures,
+    }
+    (out / f"rank{rank}_pool.json").write_text(json.dumps(pool))
+    # every rank gathers the full ZeRO-3 parameters and saves them: the test checks that both ranks hold the same
+    model = trainer.accelerator.unwrap_model(trainer.model_wrapped)
+    params = list(model.named_parameters())
+    with deepspeed.zero.GatheredParameters([p for _, p in params]):
+        state = {name: p.detach().clone().cpu() for name, p in params}
+    torch.save(state, out / f"rank{rank}_params.pt")
 
 
-params = list(model.named_parameters())
-with deepspeed.zero.GatheredParameters([p for _, p in params]):
-    state = {name: p.detach().clone().cpu() for name, p in params}
-torch.save(state, OUT / f"rank{rank}_params.pt")
+if __name__ == "__main__":
+    main(Path(sys.argv[1]), Path(sys.argv[2]))
