@@ -1,24 +1,26 @@
 """Environment throughput for `make bench`: steps per second of each adapter, worker pool against one process.
 
 `python -m agentrl_shared.bench_envs [--slots 4] [--workers N] [--steps 50] [--rounds 2] [--min-seconds 2]
-[--repeats 1]` runs the same scripted episodes (first admissible action, a search for Search-QA, `look` for
-TextRooms) through `EnvPool(num_workers=0)` (one process, the slots stepped one after another) and the trainers' pool
-(`--workers` processes; default `envs.pool.default_workers`, one per slot up to one per core; moved into the process,
-one after another or in threads, when it measures that faster, see `envs.pool`), in the order single, pool, pool,
-single (the mean of each side, `--repeats` such blocks), in
-rounds of a reset and `steps` steps. Rounds are counted once the placement is final (after one warm-up round in one
-process, after the pool's probe and trials in the pool: a training run has hundreds of rounds), at least `rounds` of
-them and at least `min_seconds` of stepping: a TextRooms round of 200 steps lasts under a millisecond, where the
-clock's and the machine's noise would be the figure. Prints both side by side with the ratio of each ABBA block (its
-spread is the noise), what the pool measured per step call (pooled wall, the workers' CPU estimate, in-process wall in
-the one-after-another and in the threads trial) and its decision, and merges `envs/<name>/{single,pool}_steps_per_s`,
-their ratio, the blocks' ratios, `envs/<name>/pool_step_cost`, `envs/<name>/slots_workers` and the commit into
+[--repeats 1]` runs the same scripted episodes (first admissible action, a search for Search-QA, `look` for TextRooms) through
+`EnvPool(num_workers=0)` (one process, the slots stepped one after another) and the trainers' pool (`--workers`
+processes; default `envs.pool.default_workers`, one per slot up to one per core; moved into the process, one after
+another or in threads, when it measures that faster, see `envs.pool`), in the order single, pool, pool, single (the
+mean of each side, `--repeats` such blocks), in rounds of a reset and `steps` steps. Rounds are counted once the
+placement is final (after one warm-up round in one process, after the pool's probe and trials in the pool: a training
+run has hundreds of rounds), at least `rounds` of them and at least `min_seconds` of stepping: a TextRooms round of 200
+steps lasts under a millisecond, where the clock's and the machine's noise would be the figure. Prints both side by
+side with the ratio of each ABBA block (its spread is the noise), what the pool measured per step call (pooled wall,
+the workers' CPU estimate, in-process wall in the one-after-another and in the threads trial) and its decision, then
+the machine's ceiling for that many workers (`parallel_ceiling`: CPU-bound loops in that many processes against one
+after another), and merges `envs/<name>/{single,pool}_steps_per_s`, their ratio, the blocks' ratios,
+`envs/<name>/pool_step_cost`, `envs/<name>/slots_workers`, `envs/parallel_ceiling` and the commit into
 `bench-results.json`.
 """
 
 import argparse
 import functools
 import json
+import multiprocessing as mp
 import os
 import tempfile
 import time
@@ -74,6 +76,40 @@ def _setups(tmp: Path) -> dict:
             lambda s: "look around",
         )
     return setups
+
+
+def _spin(n: int) -> float:
+    """Seconds of `n` iterations of pure-Python arithmetic: CPU-bound work that needs nothing from other processes."""
+    start, total = time.perf_counter(), 0
+    for i in range(n):
+        total += i * i % 7
+    return time.perf_counter() - start
+
+
+def _spin_after(barrier, n: int, conn) -> None:
+    barrier.wait()  # every process starts its loop together: their start-up is not counted
+    conn.send(_spin(n))
+
+
+def parallel_ceiling(workers: int, n: int = 10_000_000, repeats: int = 5) -> list[float]:
+    """The most any pool of `workers` processes can give on this machine: `workers` CPU-bound loops one after another
+    in this process over the same loops run at once in `workers` processes (the slowest one's time), once per repeat.
+    Two vCPUs of a virtual machine do not give 2x: what they share (the host's cores, caches, memory bandwidth and
+    clock) is the pool's limit as much as the loops'."""
+    ctx = mp.get_context("spawn")
+    ratios = []
+    _spin(n)  # warm-up: the first loop of a process runs slower, which would inflate the first ratio
+    for _ in range(repeats):
+        serial = sum(_spin(n) for _ in range(workers))
+        barrier, pipes = ctx.Barrier(workers), [ctx.Pipe(duplex=False) for _ in range(workers)]
+        procs = [ctx.Process(target=_spin_after, args=(barrier, n, send)) for _, send in pipes]
+        for proc in procs:
+            proc.start()
+        parallel = max(recv.recv() for recv, _ in pipes)
+        for proc in procs:
+            proc.join()
+        ratios.append(round(serial / parallel, 3))
+    return ratios
 
 
 def measure(factory, tasks, act, slots: int, steps: int, workers: int, rounds: int,
@@ -150,6 +186,11 @@ def main(argv: list[str] | None = None) -> dict:
             figures[f"envs/{name}/pool_step_cost"] = cost
             figures[f"envs/{name}/commit"] = commit  # per environment: a run with --only refiles only its own
             figures[f"envs/{name}/slots_workers"] = [args.slots, workers]
+    if workers > 1:  # what the machine gives `workers` CPU-bound processes: the ceiling of the pool's ratio
+        ceiling = parallel_ceiling(workers)
+        print(f"machine: {workers} CPU-bound processes / one, {sum(ceiling) / len(ceiling):.2f} (repeats {ceiling})")
+        figures["envs/parallel_ceiling"] = {"workers": workers, "ratio": round(sum(ceiling) / len(ceiling), 3),
+                                            "repeats": ceiling, "commit": commit}  # fmt: skip
     figures["envs/load_average_1min"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
     figures["envs/config"] = {"slots": args.slots, "workers": workers, "steps": args.steps, "rounds": args.rounds,
                               "min_seconds": args.min_seconds,

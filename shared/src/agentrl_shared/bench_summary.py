@@ -3,7 +3,8 @@
 `python -m agentrl_shared.bench_summary [--results bench-results.json]` prints one line per figure with its goal
 (issue 29: step time <= 1.25 x GRPO; pool >= 1.0 x one process for environments cheaper than a round trip, >= 1.8
 on 2 cores for ALFWorld; shared-prefix forwards > 1 x the plain ones), the configuration it was measured on and the
-commit of the run that wrote it. It measures nothing; a figure that no run wrote is printed as "not run".
+commit of the run that wrote it; after the pool's figures, the machine's own ceiling for them (CPU-bound loops in as
+many processes as the pool's workers, against one after another). It measures nothing; a figure that no run wrote is printed as "not run".
 """
 
 import argparse
@@ -58,6 +59,10 @@ def rows(results: dict) -> list[tuple[str, float | None, str, str]]:
         placement = results.get(f"envs/{name}/slots_workers")  # [slots, worker processes]
         shown = f" ({placement[0]} slots, {placement[1]} workers)" if placement else ""
         out.append((f"pool / single, {name}{shown}", results[key], goal, f"{where}{spread}; load {load}{commit}"))
+    if "envs/parallel_ceiling" in results:  # what the machine gives that many CPU-bound processes: the pool's limit
+        c = results["envs/parallel_ceiling"]
+        out.append((f"machine: {c['workers']} CPU-bound processes / one", c["ratio"], "(the pool's ceiling)",
+                    f"repeats {min(c['repeats']):.2f}-{max(c['repeats']):.2f}; {c['commit']}"))  # fmt: skip
     return out
 
 
