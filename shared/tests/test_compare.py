@@ -184,6 +184,7 @@ def test_paired_difference_to_the_baseline_with_a_bootstrap_interval(tmp_path):
     # per instance, averaged over the 2 seeds: t0 (0 + 100) / 2 = 50, t1 50, t2 0, t3 (0 - 100) / 2 = -50
     assert d["mean"] == pytest.approx(12.5) and (d["instances"], d["seeds"], d["better"], d["worse"]) == (4, 2, 2, 1)
     assert -50 <= d["lo"] < d["mean"] < d["hi"] <= 50
+    assert d["per_seed"] == [25.0, 0.0] and -50 <= d["lo_seeds"] <= d["mean"] <= d["hi_seeds"] <= 50
     assert paired_difference(mine, base) == d  # a fixed generator: the same report every time
     same = paired_difference(base, base)
     assert (same["mean"], same["lo"], same["hi"], same["better"], same["worse"]) == (0, 0, 0, 0, 0)
@@ -191,6 +192,20 @@ def test_paired_difference_to_the_baseline_with_a_bootstrap_interval(tmp_path):
     other = [episodes_run(tmp_path / "o0", 0, [True, True, False, True], tasks=["t0", "t1", "t2", "t9"])]
     with pytest.raises(ValueError, match="seed 0: .* different panels"):
         paired_difference(other, base)
+
+
+def test_the_seed_interval_counts_the_spread_between_training_runs_that_the_instance_interval_cannot_see(tmp_path):
+    """Seed 0's method beats the baseline on every instance, seed 1's loses every one: per instance the differences
+    cancel, so resampling instances sees no spread at all, while resampling seeds too spans both runs."""
+    from agentrl_shared.report import paired_difference
+
+    base = [episodes_run(tmp_path / f"b{s}", s, [s == 1] * 4) for s in (0, 1)]
+    mine = [episodes_run(tmp_path / f"m{s}", s, [s == 0] * 4) for s in (0, 1)]
+    d = paired_difference(mine, base)
+    assert (d["mean"], d["lo"], d["hi"], d["per_seed"]) == (0.0, 0.0, 0.0, [100.0, -100.0])
+    assert d["lo_seeds"] == -100.0 and d["hi_seeds"] == 100.0  # each seed drawn twice has probability 1/4
+    one = paired_difference(mine[:1], base[:1])
+    assert one["lo_seeds"] is None and one["hi_seeds"] is None and one["per_seed"] == [100.0]
 
 
 def test_compare_table_carries_the_paired_difference_to_grpo(tmp_path):
@@ -201,7 +216,7 @@ def test_compare_table_carries_the_paired_difference_to_grpo(tmp_path):
           "--runs", str(runs)])  # fmt: skip
     text = (out / "compare.md").read_text()
     assert "| Method - GRPO | success pts (paired mean) |" in text
-    assert "| SDAR | +25.0 | [+0.0, +75.0] | 4 x 1 | 1 / 0 |" in text
+    assert "| SDAR | +25.0 | [+0.0, +75.0] | - (1 seed) | 4 x 1 | +25.0 | 1 / 0 |" in text
 
 
 def test_an_entry_s_own_overrides_train_after_the_common_ones_and_are_never_reused(tmp_path, monkeypatch):

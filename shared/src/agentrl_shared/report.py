@@ -142,14 +142,21 @@ def horizon_report(results: Path, scale: str, names: dict[str, str], path: Path)
 
 
 def paired_difference(runs: list[Path], baseline: list[Path], n_boot: int = 10_000) -> dict | None:
-    """A method's success minus the baseline's on the same panel instances, with a bootstrap 95 % interval.
+    """A method's success minus the baseline's on the same panel instances, with bootstrap 95 % intervals.
 
     Runs are paired by training seed (`results.json` `seed`) and, within a pair, episodes by panel instance (task id,
-    evaluation seed) of the final evaluations (`final_episodes`). Each instance's difference (won 1/0, in points) is
-    averaged over the paired seeds; the interval is the 2.5 / 97.5 percentiles of the mean over `n_boot` resamples of
-    the instances with replacement (fixed generator seed, so a report is reproducible). None when no seed pairs up;
-    a pair whose panels differ raises, naming the seed (a paired difference over different tasks means nothing).
-    Returns `{"mean", "lo", "hi"}` in points, `instances`, `seeds`, and `better` / `worse`: instances where the
+    evaluation seed) of the final evaluations (`final_episodes`): D[s, k], the difference (won 1/0, in points) at
+    training seed s and instance k. The mean is over all of D. Two intervals, each the 2.5 / 97.5 percentiles of the
+    mean over `n_boot` resamples (fixed generator seed, so a report is reproducible):
+    - `lo` / `hi`: the instances resampled with replacement, each instance's difference averaged over the seeds. It
+      answers "would another panel of such tasks show the gap" for these trained models, not for another training run.
+    - `lo_seeds` / `hi_seeds` (None with one seed): training seeds and instances resampled together, each with
+      replacement and independently (the two-way bootstrap of a crossed design: every seed plays every instance), so
+      the spread between training runs counts too. With few seeds it is itself rough: 3 seeds give 10 distinct seed
+      draws.
+    None when no seed pairs up; a pair whose panels differ raises, naming the seed (a paired difference over different
+    tasks means nothing). Returns `{"mean", "lo", "hi", "lo_seeds", "hi_seeds"}` in points, `instances`, `seeds`,
+    `per_seed` (the mean difference at each paired seed, in seed order), and `better` / `worse`: instances where the
     method's mean outcome is above / below the baseline's.
     """
     import numpy as np
@@ -170,28 +177,42 @@ def paired_difference(runs: list[Path], baseline: list[Path], n_boot: int = 10_0
         if mine[s].keys() != base[s].keys():
             raise ValueError(f"seed {s}: the method's and the baseline's final evaluations played different panels")
     keys = sorted(mine[seeds[0]])
-    diff = np.array([statistics.fmean(mine[s][k] - base[s][k] for s in seeds) for k in keys])  # [instances]
+    table = np.array([[mine[s][k] - base[s][k] for k in keys] for s in seeds])  # D: [seeds, instances]
+    diff = table.mean(axis=0)  # [instances]
     rng = np.random.default_rng(0)
     means = diff[rng.integers(0, len(diff), size=(n_boot, len(diff)))].mean(axis=1)  # [n_boot]
     lo, hi = np.percentile(means, [2.5, 97.5])
-    return {"mean": float(diff.mean()), "lo": float(lo), "hi": float(hi), "instances": len(keys), "seeds": len(seeds),
+    lo_seeds = hi_seeds = None
+    if len(seeds) > 1:  # the mean of D over a seed draw crossed with an instance draw: (w_s^T D w_k) / (S K)
+        n_seeds, n_keys = table.shape
+        w_s = rng.multinomial(n_seeds, [1 / n_seeds] * n_seeds, size=n_boot)  # [n_boot, seeds] draw counts
+        w_k = rng.multinomial(n_keys, [1 / n_keys] * n_keys, size=n_boot)  # [n_boot, instances]
+        means = ((w_s @ table) * w_k).sum(axis=1) / (n_seeds * n_keys)  # [n_boot]
+        lo_seeds, hi_seeds = (float(x) for x in np.percentile(means, [2.5, 97.5]))
+    return {"mean": float(diff.mean()), "lo": float(lo), "hi": float(hi), "lo_seeds": lo_seeds, "hi_seeds": hi_seeds,
+            "instances": len(keys), "seeds": len(seeds), "per_seed": [float(x) for x in table.mean(axis=1)],
             "better": int((diff > 0).sum()), "worse": int((diff < 0).sum())}  # fmt: skip
 
 
 def paired_markdown(runs: dict[str, list[Path]], baseline: str) -> str:
     """The table of each name's paired difference to `baseline` (a key of `runs`, run folders per name): the mean
-    per-instance difference in success points with its bootstrap 95 % interval (`paired_difference`); `not run`
-    where nothing pairs."""
+    per-instance difference in success points, its bootstrap 95 % intervals over instances and over training seeds
+    and instances (`paired_difference`), and the mean difference at each seed; `not run` where nothing pairs."""
     rows = []
     for name, folders in runs.items():
         if name == baseline:
             continue
         d = paired_difference(folders, runs[baseline])
-        rows.append([name, "not run", "not run", "0", "-"] if d is None else
-                    [name, f"{d['mean']:+.1f}", f"[{d['lo']:+.1f}, {d['hi']:+.1f}]",
-                     f"{d['instances']} x {d['seeds']}", f"{d['better']} / {d['worse']}"])  # fmt: skip
-    header = [f"Method - {baseline}", "success pts (paired mean)", "bootstrap 95 % interval",
-              "panel instances x seeds", "instances better / worse"]  # fmt: skip
+        if d is None:
+            rows.append([name, "not run", "not run", "not run", "0", "-", "-"])
+            continue
+        seeds = "- (1 seed)" if d["lo_seeds"] is None else f"[{d['lo_seeds']:+.1f}, {d['hi_seeds']:+.1f}]"
+        rows.append([name, f"{d['mean']:+.1f}", f"[{d['lo']:+.1f}, {d['hi']:+.1f}]", seeds,
+                     f"{d['instances']} x {d['seeds']}", " / ".join(f"{x:+.1f}" for x in d["per_seed"]),
+                     f"{d['better']} / {d['worse']}"])  # fmt: skip
+    header = [f"Method - {baseline}", "success pts (paired mean)", "95 % interval, instances resampled",
+              "95 % interval, seeds and instances resampled", "panel instances x seeds", "per seed",
+              "instances better / worse"]  # fmt: skip
     return markdown_table(header, rows)
 
 
