@@ -48,7 +48,7 @@ def test_report_files_runs_and_the_compare_table(tmp_path):
     (compare / "compare.md").write_text("| Env | Method |\n|---|---|\n| textrooms | RLSD |\n\nSkillRise: not a row.\n")
     (compare / "compare.json").write_text("{}")
     (compare / "learning_curves.png").write_bytes(b"png")
-    report(path, runs, compare)
+    report(path, runs, [compare])
     text = path.read_text()
     assert "| TextRooms | smollm2-135m | AgentOPSD | success % (valid_seen, greedy) | n/a (our env) | " \
            "50.0 (1 seed) | abc1234 |" in text  # fmt: skip
@@ -59,7 +59,7 @@ def test_report_files_runs_and_the_compare_table(tmp_path):
     assert "<!-- bench:start -->\nnot run\n<!-- bench:end -->" in text
     # horizon: success 100, 100, 0, 0 at 2, 4, 6, 8 turns: slope -400 / 20 = -20 points per turn
     assert "| AgentOPSD | -20.00 (1 seed) | -20.00 | 4 |" in text and "| GRPO | not run | not run | 0 |" in text
-    assert "| AgentOPSD | not run | not run | 0 | - |" in text  # no finished GRPO run to pair with
+    assert "| AgentOPSD | not run | not run | not run | 0 | - | - |" in text  # no finished GRPO run to pair with
     assert (path.parent / "results" / "cpu" / "horizon.png").stat().st_size > 0
     filed = path.parent / "results"
     assert (filed / "cpu" / "agentopsd" / "seed0" / "results.json").exists()
@@ -69,12 +69,33 @@ def test_report_files_runs_and_the_compare_table(tmp_path):
     assert (filed / "cpu" / "learning_curves.png").stat().st_size > 0
 
 
+def test_report_cli_files_every_compare_folder_given(tmp_path):
+    """`agentopsd report --compare A --compare B` (what `make report` passes when several plans ran) files both."""
+    from agentopsd.cli import main
+
+    path = readme(tmp_path)
+    path.write_text(
+        path.read_text() + "<!-- compare-textrooms_long:start -->\nold\n<!-- compare-textrooms_long:end -->\n"
+    )
+    folders = [tmp_path / "compare" / name for name in ("textrooms", "textrooms_long")]
+    for folder in folders:
+        folder.mkdir(parents=True)
+        (folder / "compare.md").write_text(f"| {folder.name} |\n")
+        (folder / "compare.json").write_text("{}")
+        (folder / "learning_curves.png").write_bytes(b"png")
+    main(["report", "--readme", str(path), "--compare", str(folders[0]), "--compare", str(folders[1])])
+    text = path.read_text()
+    for name in ("textrooms", "textrooms_long"):
+        assert f"<!-- compare-{name}:start -->\n| {name} |\n<!-- compare-{name}:end -->" in text
+        assert (path.parent / "results" / "compare" / name / "compare.md").exists()
+
+
 def test_report_refuses_an_unfinished_compare_folder(tmp_path):
     compare = tmp_path / "compare" / "textrooms"
     compare.mkdir(parents=True)
     (compare / "compare.md").write_text("| a |\n")
     with pytest.raises(ConfigError, match="no compare.json, learning_curves.png: run `make compare ENV=textrooms`"):
-        report(readme(tmp_path), None, compare)
+        report(readme(tmp_path), None, [compare])
 
 
 def test_paper_cells_are_computed_as_the_paper_computes_them(tmp_path):

@@ -1,5 +1,5 @@
 """`agentrl_shared.compare`: entry parsing, the same-setting check, the table and plot from finished runs, and their
-filing (`report.file_compare`, `report.compare_blocks`)."""
+filing (`report.file_compares`, `report.compare_blocks`)."""
 
 import json
 
@@ -7,7 +7,7 @@ import pytest
 
 from agentrl_shared.compare import main, parse_entry
 from agentrl_shared.config import ConfigError
-from agentrl_shared.report import compare_blocks, file_compare
+from agentrl_shared.report import compare_blocks, file_compares
 
 
 def payload(seed: int, success: float, env: dict | None = None, method: str = "grpo") -> dict:
@@ -238,18 +238,24 @@ def test_an_entry_s_own_overrides_train_after_the_common_ones_and_are_never_reus
     assert trained[-1] == ("SDAR x100", "sdar", ("trainer.learning_rate=1e-5", "trainer.sdar_coef=1.0"))
 
 
-def test_a_comparison_is_filed_and_its_table_fills_its_own_readme_block(tmp_path):
-    runs, out, results = tmp_path / "runs", tmp_path / "sdar_coef", tmp_path / "results"
+def test_comparisons_are_filed_together_and_each_table_fills_its_own_readme_block(tmp_path):
+    runs, out, long, results = tmp_path / "runs", tmp_path / "sdar_coef", tmp_path / "sdar_long", tmp_path / "results"
     for label, success in (("GRPO", 0.5), ("SDAR-x100", 0.75)):
         write(runs, label, 0, payload(0, success))
-    with pytest.raises(ConfigError, match="no compare.md, compare.json, learning_curves.png: run `make compare"):
-        file_compare(out, results)
     main(["GRPO=sdar:x:grpo", "SDAR-x100=sdar:x:sdar:trainer.sdar_coef=1.0", "--env", "textrooms", "--out", str(out),
           "--runs", str(runs)])  # fmt: skip
-    file_compare(out, results)
-    readme = "# R\n<!-- compare-sdar_coef:start -->\nold\n<!-- compare-sdar_coef:end -->\ntail\n"
+    with pytest.raises(ConfigError, match="sdar_long has no compare.md, compare.json, learning_curves.png: run `make"):
+        file_compares([out, long], results)
+    assert not (results / "compare").exists()  # one unfinished plan files none
+    main(["GRPO=sdar:x:grpo", "--env", "textrooms", "--out", str(long), "--runs", str(runs)])
+    assert file_compares([out, long], results) == [
+        results / "compare" / "sdar_coef",
+        results / "compare" / "sdar_long",
+    ]
+    readme = ("# R\n<!-- compare-sdar_coef:start -->\nold\n<!-- compare-sdar_coef:end -->\n"
+              "<!-- compare-sdar_long:start -->\nold\n<!-- compare-sdar_long:end -->\ntail\n")  # fmt: skip
     text = compare_blocks(readme, results)
     assert "| textrooms | smollm2-135m | SDAR-x100 | 75.0 (1 seed) | 0 | abc1234 |" in text and "old" not in text
-    assert text.endswith("<!-- compare-sdar_coef:end -->\ntail\n")
+    assert text.endswith("<!-- compare-sdar_long:end -->\ntail\n")
     with pytest.raises(ValueError, match="no <!-- compare-sdar_coef:start -->"):
         compare_blocks("# a README without the block\n", results)

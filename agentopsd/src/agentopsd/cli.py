@@ -14,6 +14,7 @@ from pathlib import Path
 
 from agentrl_shared.cli import (
     LaunchFlags,
+    add_compare_flag,
     add_mechanisms_flags,
     add_plan_flags,
     build_parser,
@@ -152,8 +153,7 @@ def main(argv: list[str] | None = None) -> None:
     parser, subs = build_parser(PACKAGE, __doc__, CPU_CONFIG, list(BASELINES), {"mechanisms": MECHANISMS_HELP})
     add_mechanisms_flags(subs["mechanisms"], PACKAGE, CPU_CONFIG)
     add_plan_flags(subs["reproduce"], PLAN, list(BASELINES), PAPER_CONFIGS)
-    subs["report"].add_argument("--compare", type=Path, default=None,
-                                help="also file a `make compare` output folder (e.g. runs/compare/textrooms)")  # fmt: skip
+    add_compare_flag(subs["report"], "runs/compare/textrooms")
     ns = parse_args(parser, subs, argv)
     setup_logging()
 

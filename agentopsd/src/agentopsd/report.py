@@ -19,7 +19,7 @@ from agentrl_shared.mechanisms import file_mechanisms, load_mechanisms
 from agentrl_shared.report import (
     collect_runs,
     compare_blocks,
-    file_compare,
+    file_compares,
     horizon_report,
     load_runs,
     markdown_table,
@@ -105,18 +105,17 @@ def bench_line(path: Path) -> str:
             f"{data['agentopsd/commit']}{note})")  # fmt: skip
 
 
-def report(readme: Path, runs: Path | None = None, compare: Path | None = None) -> None:
+def report(readme: Path, runs: Path | None = None, compares: list[Path] = ()) -> None:
     """Rebuild `readme`'s result blocks (and the CPU learning curves) from `<readme folder>/results`, after copying
-    finished runs from `runs` (and a `make compare` folder from `compare`) there when given; the bench line reads
+    finished runs from `runs` (and the `make compare` folders `compares`) there when given; the bench line reads
     `bench-results.json` next to the package."""
     results = readme.parent / "results"
     if runs is not None:
         logger.info(f"report: copied {collect_runs(runs, results, RUN_FILES)} finished runs from {runs} to {results}")
         if file_mechanisms(runs, results):
             logger.info(f"report: filed {runs}/cpu/mechanisms in {results}/cpu/mechanisms")
-    if compare is not None:
-        file_compare(compare, results)
-        logger.info(f"report: filed {compare} in {results / 'compare' / compare.name}")
+    for compare, target in zip(compares, file_compares(list(compares), results), strict=True):
+        logger.info(f"report: filed {compare} in {target}")
     text = compare_blocks(readme.read_text(), results)
     cpu = load_runs(results, "cpu")
     text = replace_block(text, "results-cpu", cpu_table(cpu))

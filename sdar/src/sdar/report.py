@@ -7,7 +7,8 @@ says `not run`. Each paper metric is computed as the paper computes it (`paper_m
 
 `--compare runs/compare/sdar_coef` also files the output of `make compare ENV=sdar_coef` (GRPO, SDAR and SDAR at
 larger `sdar_coef`, gated and ungated, on the CPU plan: `compare.md`, `compare.json`, `learning_curves.png`) into
-`<README folder>/results/compare/sdar_coef/` and puts its table into the README's `compare-sdar_coef` block.
+`<README folder>/results/compare/sdar_coef/` and puts its table into the README's `compare-sdar_coef` block; repeat
+`--compare` for several plans (`make report PAPER=sdar` passes every one found: sdar_coef, sdar_long).
 """
 
 import json
@@ -19,7 +20,7 @@ from agentrl_shared.mechanisms import file_mechanisms, load_mechanisms
 from agentrl_shared.report import (
     collect_runs,
     compare_blocks,
-    file_compare,
+    file_compares,
     horizon_report,
     load_runs,
     markdown_table,
@@ -88,18 +89,17 @@ def paper_table(runs: dict[str, list[dict]], paper: dict) -> str:
     return markdown_table(["Env", "Model", "Method", "Metric", "Paper", "Ours (mean +- std, n seeds)", "commit"], rows)
 
 
-def report(readme: Path, runs: Path | None = None, compare: Path | None = None) -> None:
+def report(readme: Path, runs: Path | None = None, compares: list[Path] = ()) -> None:
     """Rebuild `readme`'s result blocks (and the CPU learning curves) from `<readme folder>/results`, after copying
-    finished runs from `runs` (and a `make compare` folder from `compare`) there when given."""
+    finished runs from `runs` (and the `make compare` folders `compares`) there when given."""
     package = readme.parent
     results = package / "results"
     if runs is not None:
         logger.info(f"report: copied {collect_runs(runs, results, RUN_FILES)} finished runs from {runs} to {results}")
         if file_mechanisms(runs, results):
             logger.info(f"report: filed {runs}/cpu/mechanisms in {results}/cpu/mechanisms")
-    if compare is not None:
-        file_compare(compare, results)
-        logger.info(f"report: filed {compare} in {results / 'compare' / compare.name}")
+    for compare, target in zip(compares, file_compares(list(compares), results), strict=True):
+        logger.info(f"report: filed {compare} in {target}")
     text = compare_blocks(readme.read_text(), results)
     cpu = load_runs(results, "cpu")
     text = replace_block(text, "results-cpu", cpu_table(cpu))

@@ -657,6 +657,13 @@ def build_parser(
     return parser, subs
 
 
+def add_compare_flag(q: argparse.ArgumentParser, example: str) -> None:
+    """`<package> report --compare DIR` (sdar, agentopsd: the packages whose READMEs carry `make compare` tables),
+    repeatable: every `runs/compare/<plan>` folder given is filed (`agentrl_shared.report.file_compares`)."""
+    q.add_argument("--compare", type=Path, action="append", default=[],
+                   help=f"also file a `make compare` output folder (e.g. {example}); repeat for several")  # fmt: skip
+
+
 def add_mechanisms_flags(q: argparse.ArgumentParser, package: str, default_config: str) -> None:
     """`<package> mechanisms` (every trainer package; `agentrl_shared.mechanisms.measure_models`): the config, the
     runs folder holding the trained checkpoints (`<runs>/cpu/<method>/seed<seed>/final`), the output folder and

@@ -30,15 +30,21 @@ def collect_runs(runs: Path, results: Path, names: tuple[str, ...]) -> int:
 COMPARE_FILES = ("compare.md", "compare.json", "learning_curves.png")  # what `agentrl_shared.compare` writes
 
 
-def file_compare(compare: Path, results: Path) -> None:
-    """Copy a finished `agentrl_shared.compare` output folder (`runs/compare/<name>`) to `results/compare/<name>`."""
-    missing = [name for name in COMPARE_FILES if not (compare / name).exists()]
-    if missing:
-        raise ConfigError(f"{compare} has no {', '.join(missing)}: run `make compare ENV={compare.name}` first.")
-    target = results / "compare" / compare.name
-    target.mkdir(parents=True, exist_ok=True)
-    for name in COMPARE_FILES:
-        shutil.copyfile(compare / name, target / name)
+def file_compares(compares: list[Path], results: Path) -> list[Path]:
+    """Copy finished `agentrl_shared.compare` output folders (`runs/compare/<name>`) to `results/compare/<name>`;
+    every folder is checked before any is copied, so one unfinished plan files none. Returns the folders written."""
+    for compare in compares:
+        missing = [name for name in COMPARE_FILES if not (compare / name).exists()]
+        if missing:
+            raise ConfigError(f"{compare} has no {', '.join(missing)}: run `make compare ENV={compare.name}` first.")
+    targets = []
+    for compare in compares:
+        target = results / "compare" / compare.name
+        target.mkdir(parents=True, exist_ok=True)
+        for name in COMPARE_FILES:
+            shutil.copyfile(compare / name, target / name)
+        targets.append(target)
+    return targets
 
 
 def compare_blocks(text: str, results: Path) -> str:
