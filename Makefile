@@ -93,7 +93,8 @@ REPRODUCE_skillrise = skillrise reproduce --scale $(SCALE) --seeds $(SEEDS) $(PL
 REPRODUCE_envace = envace reproduce --scale $(SCALE) --seeds $(SEEDS) $(DRY)
 REPRODUCE_vitabench2 = vitabench2 reproduce --output runs/vitabench2
 REPORT_sdar = sdar report --runs runs/sdar $(addprefix --compare ,$(wildcard runs/compare/sdar_coef runs/compare/sdar_long))
-REPORT_agentopsd = agentopsd report --runs runs/agentopsd $(addprefix --compare ,$(wildcard runs/compare/textrooms))
+REPORT_agentopsd = agentopsd report --runs runs/agentopsd \
+	$(addprefix --compare ,$(wildcard runs/compare/textrooms runs/compare/agentopsd_long))
 REPORT_vad = vad report --runs runs/vad
 REPORT_skillrise = skillrise report --runs runs/skillrise
 REPORT_envace = envace report --runs runs/envace
@@ -228,8 +229,13 @@ COMPARE_sdar_long = GRPO=sdar:textrooms_smollm2-135m_cpu:grpo:$(LONG) SDAR=sdar:
 COMPARE_ENV_sdar_long = textrooms
 NOTE_sdar_long = "SDAR's CPU plan at 12 rollouts instead of 3 (evaluated every 4), everything else unchanged; SDAR-x10: \
 sdar_coef 0.1, 10 times the paper's 0.01."
+# AgentOPSD's belief reweighting against GRPO at the same 4x budget on AgentOPSD's CPU plan
+COMPARE_agentopsd_long = GRPO=agentopsd:textrooms_smollm2-135m_cpu:grpo:$(LONG) \
+	AgentOPSD=agentopsd:textrooms_smollm2-135m_cpu:agentopsd:$(LONG)
+COMPARE_ENV_agentopsd_long = textrooms
+NOTE_agentopsd_long = "AgentOPSD's CPU plan at 12 rollouts instead of 3 (evaluated every 4), everything else unchanged."
 
-compare: setup  ## methods side by side, one table and one plot: ENV=textrooms (GRPO, SDAR, AgentOPSD, RLSD, Skill-SD) | sdar_coef (SDAR's coefficient) | sdar_long (12 rollouts) SEEDS=0,1,2
-	@test -n "$(COMPARE_$(ENV))" || { echo "No compare plan for ENV=$(ENV); valid: textrooms, sdar_coef, sdar_long"; exit 2; }
+compare: setup  ## methods side by side, one table and one plot: ENV=textrooms (GRPO, SDAR, AgentOPSD, RLSD, Skill-SD) | sdar_coef (SDAR's coefficient) | sdar_long, agentopsd_long (12 rollouts) SEEDS=0,1,2
+	@test -n "$(COMPARE_$(ENV))" || { echo "No compare plan for ENV=$(ENV); valid: textrooms, sdar_coef, sdar_long, agentopsd_long"; exit 2; }
 	$(RUN) python -m agentrl_shared.compare --env $(or $(COMPARE_ENV_$(ENV)),$(ENV)) --seeds $(SEEDS) --out runs/compare/$(ENV) \
 		--runs runs/compare/$(ENV) $(REUSE_$(ENV)) $(if $(NOTE_$(ENV)),--note $(NOTE_$(ENV))) $(COMPARE_$(ENV))
