@@ -9,15 +9,13 @@ weights. The test compares them with a naive single-process loop. The workers ar
 `__mp_main__`: everything but the light imports is in `main`.
 """
 
-import json
 import sys
 from pathlib import Path
 
-from agentrl_shared.smoke import scripted_env
+from agentrl_shared.smoke import save_rank_outputs, scripted_env
 
 
 def main(out: Path, ds: Path, extra: list[str]) -> None:
-    import deepspeed
     import torch
 
     import agentopsd.trainer
@@ -71,21 +69,7 @@ def main(out: Path, ds: Path, extra: list[str]) -> None:
         "env.eval_before_train=false",
     ]
     train(load("smoke", overrides), "two_ranks")
-    trainer = RecordingTrainer.instance
-    rank = trainer.accelerator.process_index
-    pool = {  # how the pool served the run (`train` has closed it)
-        "workers": len(trainer.pool._procs),
-        "in_process": trainer.pool.step_cost["in_process"],
-        "pooled_calls": trainer.pool.step_cost["pooled_calls"],
-        "failures": trainer.pool.failures,
-    }
-    (out / f"rank{rank}_pool.json").write_text(json.dumps(pool))
-    # every rank gathers the full ZeRO-3 parameters and saves them: the test checks that both ranks hold the same
-    model = trainer.accelerator.unwrap_model(trainer.model_wrapped)
-    params = list(model.named_parameters())
-    with deepspeed.zero.GatheredParameters([p for _, p in params]):
-        state = {name: p.detach().clone().cpu() for name, p in params}
-    torch.save(state, out / f"rank{rank}_params.pt")
+    save_rank_outputs(RecordingTrainer.instance, out)  # its pool's service and its gathered weights
 
 
 if __name__ == "__main__":

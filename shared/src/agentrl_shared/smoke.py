@@ -8,6 +8,7 @@ set for one process.
 
 import contextlib
 import io
+import json
 import os
 import re
 import socket
@@ -92,6 +93,29 @@ class ScriptedEnv:
 def scripted_env(name: str, **kwargs) -> ScriptedEnv:
     """`agentrl_shared.envs.make_env` for the two-rank tests: a `ScriptedEnv` whatever the name."""
     return ScriptedEnv()
+
+
+def save_rank_outputs(trainer, out: Path) -> int:
+    """What a two-rank test compares, written by each rank after `train`: how its pool served the run
+    (`rank<r>_pool.json`: worker processes, the pool's placement decision, step calls its workers served, failures)
+    and the full ZeRO-3 parameters gathered (`rank<r>_params.pt`; every rank must hold the same). Returns the rank."""
+    import deepspeed
+    import torch
+
+    rank = trainer.accelerator.process_index
+    pool = {
+        "workers": len(trainer.pool._procs),
+        "in_process": trainer.pool.step_cost["in_process"],
+        "pooled_calls": trainer.pool.step_cost["pooled_calls"],
+        "failures": trainer.pool.failures,
+    }
+    (out / f"rank{rank}_pool.json").write_text(json.dumps(pool))
+    model = trainer.accelerator.unwrap_model(trainer.model_wrapped)
+    params = list(model.named_parameters())
+    with deepspeed.zero.GatheredParameters([p for _, p in params]):
+        state = {name: p.detach().clone().cpu() for name, p in params}
+    torch.save(state, out / f"rank{rank}_params.pt")
+    return rank
 
 
 def launch_two_ranks(out: Path, script_args: list[str], timeout: int = 1200, deepspeed: bool = True) -> subprocess.CompletedProcess:  # fmt: skip

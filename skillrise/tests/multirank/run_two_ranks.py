@@ -14,11 +14,10 @@ import json
 import sys
 from pathlib import Path
 
-from agentrl_shared.smoke import ScriptedEnv
+from agentrl_shared.smoke import ScriptedEnv, save_rank_outputs
 
 
 def main(out: Path, ds: Path) -> None:
-    import deepspeed
     import torch
 
     import skillrise.trainer
@@ -75,23 +74,10 @@ def main(out: Path, ds: Path) -> None:
     ]
     train(load("smoke", overrides), "two_ranks")
     trainer = RecordingTrainer.instance
-    rank = trainer.accelerator.process_index
+    rank = save_rank_outputs(trainer, out)  # its pool's service and its gathered weights
     (out / f"rank{rank}_counts.json").write_text(
         json.dumps({"prompt_counts": trainer.prompt_counts, "collected_rows": trainer.collected_rows})
     )
-    pool = {  # how the pool served the run (`train` has closed it)
-        "workers": len(trainer.pool._procs),
-        "in_process": trainer.pool.step_cost["in_process"],
-        "pooled_calls": trainer.pool.step_cost["pooled_calls"],
-        "failures": trainer.pool.failures,
-    }
-    (out / f"rank{rank}_pool.json").write_text(json.dumps(pool))
-    # every rank gathers the full ZeRO-3 parameters and saves them: the test checks that both ranks hold the same
-    model = trainer.accelerator.unwrap_model(trainer.model_wrapped)
-    params = list(model.named_parameters())
-    with deepspeed.zero.GatheredParameters([p for _, p in params]):
-        state = {name: p.detach().clone().cpu() for name, p in params}
-    torch.save(state, out / f"rank{rank}_params.pt")
 
 
 if __name__ == "__main__":
