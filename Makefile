@@ -199,7 +199,14 @@ lint:  ## ruff check and format check
 data: setup  ## fetch official data, or say where each file goes: ENV=alfworld|skills|skillrise-groups|webshop|search_qa|vitabench2|vitabench|cm2|tau2
 	HF_HUB_OFFLINE=0 HF_DATASETS_OFFLINE=0 $(RUN) python -m agentrl_shared.envs.data $(ENV)
 
-# methods of several packages on one environment, same model, seeds and fixed panel (LABEL=PACKAGE:CONFIG:METHOD)
+# methods of several packages on one environment, same model, seeds and fixed panel (LABEL=PACKAGE:CONFIG:METHOD);
+# LEVEL_<plan>: the untrained model's filed evaluations on the same panel, a reference line under each table and plot
+UNTRAINED_sdar = --level Untrained=sdar/results/cpu/untrained
+UNTRAINED_agentopsd = --level Untrained=agentopsd/results/cpu/untrained
+LEVEL_textrooms = $(UNTRAINED_agentopsd)
+LEVEL_sdar_coef = $(UNTRAINED_sdar)
+LEVEL_sdar_long = $(UNTRAINED_sdar)
+LEVEL_agentopsd_long = $(UNTRAINED_agentopsd)
 COMPARE_textrooms = GRPO=agentopsd:textrooms_smollm2-135m_cpu:grpo SDAR=sdar:textrooms_smollm2-135m_cpu:sdar \
 	AgentOPSD=agentopsd:textrooms_smollm2-135m_cpu:agentopsd RLSD=agentopsd:textrooms_smollm2-135m_cpu:rlsd \
 	Skill-SD=agentopsd:textrooms_smollm2-135m_cpu:skill_sd
@@ -238,4 +245,4 @@ NOTE_agentopsd_long = "AgentOPSD's CPU plan at 12 rollouts instead of 3 (evaluat
 compare: setup  ## methods side by side, one table and one plot: ENV=textrooms (GRPO, SDAR, AgentOPSD, RLSD, Skill-SD) | sdar_coef (SDAR's coefficient) | sdar_long, agentopsd_long (12 rollouts) SEEDS=0,1,2
 	@test -n "$(COMPARE_$(ENV))" || { echo "No compare plan for ENV=$(ENV); valid: textrooms, sdar_coef, sdar_long, agentopsd_long"; exit 2; }
 	$(RUN) python -m agentrl_shared.compare --env $(or $(COMPARE_ENV_$(ENV)),$(ENV)) --seeds $(SEEDS) --out runs/compare/$(ENV) \
-		--runs runs/compare/$(ENV) $(REUSE_$(ENV)) $(if $(NOTE_$(ENV)),--note $(NOTE_$(ENV))) $(COMPARE_$(ENV))
+		--runs runs/compare/$(ENV) $(REUSE_$(ENV)) $(LEVEL_$(ENV)) $(if $(NOTE_$(ENV)),--note $(NOTE_$(ENV))) $(COMPARE_$(ENV))

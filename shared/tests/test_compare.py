@@ -13,6 +13,7 @@ from agentrl_shared.report import compare_blocks, file_compares
 def payload(seed: int, success: float, env: dict | None = None, method: str = "grpo") -> dict:
     return {
         "method": method, "seed": seed, "commit": "abc1234", "model": "smollm2-135m", "eval_seeds": [1000],
+        "panel_identity": "p64",
         "config": {"env": env or {"name": "textrooms", "eval_episodes": 64}},
         "final": {"success_rate_mean": success}, "curve": [{"rollouts": 0, "success_rate_mean": 0.3},
                                                            {"rollouts": 4, "success_rate_mean": success}],
@@ -53,6 +54,26 @@ def test_table_and_plot_from_finished_runs_mean_std(tmp_path):
     assert "| textrooms | smollm2-135m | SDAR | 60.0 +- 0.0 (2 seeds) | 0, 1 | abc1234 |" in text
     assert (out / "learning_curves.png").stat().st_size > 0
     assert set(json.loads((out / "compare.json").read_text())) == {"GRPO", "SDAR"}
+
+
+def test_a_reference_level_is_a_line_under_the_table_and_must_share_the_plan_s_model_and_panel(tmp_path):
+    runs, out, untrained = tmp_path / "runs", tmp_path / "out", tmp_path / "results" / "untrained"
+    write(runs, "GRPO", 0, payload(0, 0.5))
+    for seed in (0, 1):
+        write(untrained.parent, "untrained", seed, payload(seed, 0.25, method="untrained") | {"commit": "def5678"})
+    argv = ["GRPO=agentopsd:x:grpo", "--env", "textrooms", "--out", str(out), "--runs", str(runs)]
+    main([*argv, "--level", f"Untrained={untrained}"])
+    text = (out / "compare.md").read_text()
+    assert (
+        f"Reference, not trained by this plan: Untrained 25.0 +- 0.0 (2 seeds) % ({untrained}, commit def5678)."
+        in text
+    )
+    assert (out / "learning_curves.png").stat().st_size > 0
+    write(untrained.parent, "other_panel", 0, payload(0, 0.25) | {"panel_identity": "p32"})
+    with pytest.raises(SystemExit, match="--level Other: .* seed 0 evaluated another model or panel"):
+        main([*argv, "--level", f"Other={untrained.parent / 'other_panel'}"])
+    with pytest.raises(SystemExit, match="expected LABEL=DIR with finished runs"):
+        main([*argv, "--level", f"Empty={tmp_path / 'nothing'}"])
 
 
 def test_runs_on_different_panels_are_refused(tmp_path):

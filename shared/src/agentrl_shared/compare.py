@@ -16,11 +16,17 @@ given; otherwise the label trains under `--runs` as usual.
 Every run must share the model, the environment section (panel, turn limit, ...), the evaluation seeds and the training
 budget (`BUDGET`: rollouts, group size, episodes per rollout, learning rate, precision, ...); `--note` lines go under
 the table (e.g. why a method is not a row).
+
+`--level LABEL=DIR` adds a reference that this plan does not train: the finished runs `DIR/seed*/results.json` (e.g.
+the untrained model's evaluations filed by a package's reproduce plan, `sdar/results/cpu/untrained`), which must have
+evaluated the same model on the same panel (`model`, `panel_identity`). Its mean +- std is a line under the table and a
+dashed line in the plot: a curve that falls below it has lost what the model knew before training.
 """
 
 import argparse
 import json
 import logging
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -77,6 +83,34 @@ def same_setting(payloads: dict[str, list[dict]]) -> None:
                          "their configs.")  # fmt: skip
 
 
+def reference_levels(specs: list[str], payloads: dict[str, list[dict]]) -> dict[str, list[dict]]:
+    """`--level LABEL=DIR` -> {label: the finished runs under DIR}; each must share the model and the panel of the
+    plan's runs (a level on another panel would be read against curves it does not measure)."""
+    first = next(p for runs in payloads.values() for p in runs)
+    out = {}
+    for spec in specs:
+        label, _, folder = spec.partition("=")
+        runs = [json.loads(path.read_text()) for path in sorted(Path(folder).glob("seed*/results.json"))]
+        if not label or not runs:
+            raise SystemExit(f"--level {spec!r}: expected LABEL=DIR with finished runs DIR/seed*/results.json.")
+        for p in runs:
+            if (p["model"], p["panel_identity"]) != (first["model"], first["panel_identity"]):
+                raise SystemExit(f"--level {label}: {folder} seed {p['seed']} evaluated another model or panel than "
+                                 "the plan's runs; give the runs of the plan's config.")  # fmt: skip
+        out[label] = runs
+    return out
+
+
+def level_lines(levels: dict[str, list[dict]], specs: list[str]) -> str:
+    """One line per reference level, under the table."""
+    folders = dict(spec.split("=", 1) for spec in specs)
+    return "".join(
+        f"\n\nReference, not trained by this plan: {label} {mean_std([p['final']['success_rate_mean'] for p in runs])}"
+        f" % ({folders[label]}, commit {', '.join(sorted({p['commit'] for p in runs}))})."
+        for label, runs in levels.items()
+    )
+
+
 def table(payloads: dict[str, list[dict]], env: str) -> str:
     rows = []
     for label, runs in payloads.items():
@@ -106,6 +140,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--note", action="append", default=[], help="a line written under the table")
     parser.add_argument("--reuse", action="append", default=[], metavar="LABEL=DIR",
                         help="take LABEL's finished runs from DIR/seed<S> (a package's reproduce folder)")  # fmt: skip
+    parser.add_argument("--level", action="append", default=[], metavar="LABEL=DIR",
+                        help="a reference this plan does not train (DIR/seed*/results.json, same model and panel), "
+                        "e.g. Untrained=sdar/results/cpu/untrained: a line under the table, a dashed line in the plot")  # fmt: skip
     ns = parser.parse_args(argv)
     setup_logging()
     entries = [parse_entry(e) for e in ns.entries]
@@ -130,7 +167,9 @@ def main(argv: list[str] | None = None) -> None:
             payloads.setdefault(label, []).append(json.loads((run / "results.json").read_text()))
             sources.setdefault(label, []).append(str(run))
     same_setting(payloads)
-    text = table(payloads, ns.env) + paired(sources, "GRPO") + "".join(f"\n\n{note}" for note in ns.note)
+    levels = reference_levels(ns.level, payloads)
+    text = (table(payloads, ns.env) + level_lines(levels, ns.level) + paired(sources, "GRPO")
+            + "".join(f"\n\n{note}" for note in ns.note))  # fmt: skip
     ns.out.mkdir(parents=True, exist_ok=True)
     (ns.out / "compare.md").write_text(text + "\n")
     summary = {label: [{"run": src, **{k: p[k] for k in ("seed", "commit", "final", "curve")}}
@@ -141,8 +180,10 @@ def main(argv: list[str] | None = None) -> None:
         label: [[(pt["rollouts"], 100 * pt["success_rate_mean"]) for pt in p["curve"]] for p in runs]
         for label, runs in payloads.items()
     }
+    lines = {f"{label} (n={len(runs)})": 100 * statistics.fmean(p["final"]["success_rate_mean"] for p in runs)
+             for label, runs in levels.items()}  # fmt: skip
     plot_curves(series, ns.out / "learning_curves.png", "rollouts", "held-out success %", f"{ns.env}: same model, "
-                f"seeds {ns.seeds}, fixed panel")  # fmt: skip
+                f"seeds {ns.seeds}, fixed panel", lines)  # fmt: skip
     print(text)
 
 

@@ -241,10 +241,12 @@ def band(values: list[list[float]]) -> tuple[list[float], list[float], list[floa
     return mean, [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)]
 
 
-def plot_curves(series: dict[str, list[list[tuple[float, float]]]], path: Path, xlabel: str, ylabel: str, title: str):
+def plot_curves(series: dict[str, list[list[tuple[float, float]]]], path: Path, xlabel: str, ylabel: str, title: str,
+                levels: dict[str, float] | None = None):  # fmt: skip
     """One line per method: mean over seeds, shaded mean +- std (as the tables); `series[method]`: per-seed (x, y) lists.
 
-    A point that only one seed reaches gets a zero-width band.
+    A point that only one seed reaches gets a zero-width band. `levels`: reference values (e.g. the untrained model's
+    success), each a dashed horizontal line with its name.
     """
     import matplotlib
 
@@ -261,6 +263,8 @@ def plot_curves(series: dict[str, list[list[tuple[float, float]]]], path: Path, 
         ax.plot(xs, mean, marker="o", label=f"{method} (n={len(runs)})")
         if len(runs) > 1:
             ax.fill_between(xs, low, high, alpha=0.2)
+    for name, y in (levels or {}).items():
+        ax.axhline(y, linestyle="--", color="gray", linewidth=1, label=name)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
