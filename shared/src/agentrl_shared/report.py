@@ -246,7 +246,7 @@ def plot_curves(series: dict[str, list[list[tuple[float, float]]]], path: Path, 
     """One line per method: mean over seeds, shaded mean +- std (as the tables); `series[method]`: per-seed (x, y) lists.
 
     A point that only one seed reaches gets a zero-width band. `levels`: reference values (e.g. the untrained model's
-    success), each a dashed horizontal line with its name.
+    success), each a dashed horizontal line with its name; with any, the x axis starts at 0.
     """
     import matplotlib
 
@@ -265,6 +265,8 @@ def plot_curves(series: dict[str, list[list[tuple[float, float]]]], path: Path, 
             ax.fill_between(xs, low, high, alpha=0.2)
     for name, y in (levels or {}).items():
         ax.axhline(y, linestyle="--", color="gray", linewidth=1, label=name)
+    if levels:  # a level such as the untrained model's is where every curve starts: show the axis from 0
+        ax.set_xlim(left=0)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
