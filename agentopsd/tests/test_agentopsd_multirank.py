@@ -2,13 +2,13 @@
 lock-step.
 
 The scripted environment ends episodes after 1 turn on rank 0 and after 1 to 3 turns on rank 1, so the ranks collect
-different numbers of rows, and the rows of one episode end up on different ranks after balancing (the belief runs
-over the whole episode); each rank hosts it in 2 worker processes, as the paper configs host theirs. The run must finish before the timeout (a hang fails the test), both ranks must hold the same
-parameters afterwards, and the update of the (only) optimizer step must equal, to 1e-5, SGD on the loss that a naive
-single-process loop computes from the rollout's rows: student and teacher log-probs row by row without padding, the
-group prior V_0, the belief multiplier of every row (`credit.turn_advantages` over each episode, or
-`credit.token_advantages` per row), then the token-mean over all of the step's tokens of the clipped policy term,
-k3 KL and entropy bonus.
+different numbers of rows, and the rows of one episode end up on different ranks after balancing (the belief runs over
+the whole episode); each rank hosts it in 2 worker processes, as the paper configs host theirs. The run must finish
+before the timeout (a hang fails the test), both ranks must hold the same parameters afterwards, and the update of the
+(only) optimizer step must equal, to 1e-5, SGD on the loss that a naive single-process loop computes from the rollout's
+rows: student and teacher log-probs row by row without padding, the group prior V_0, the belief multiplier of every row
+(`credit.turn_advantages` over each episode, or `credit.token_advantages` per row), then the token-mean over all of the
+step's tokens of the clipped policy term, k3 KL and entropy bonus.
 """
 
 import json

@@ -1,10 +1,11 @@
 """Two CPU processes under DeepSpeed ZeRO-3 (gloo): rollout, optimizer step and end-of-run evaluation in lock-step.
 
 The scripted environment ends episodes after 1 turn on rank 0 and after 1 or 3 turns on rank 1, so the ranks collect
-different numbers of rows; each rank hosts it in 2 worker processes, as the paper configs host theirs. The run must finish before the timeout (a hang fails the test), both ranks must hold the
-same parameters afterwards, and the update of the (only) optimizer step must equal, to 1e-5, SGD on the loss that a
-naive single-process loop computes over the same rows: token-mean over all of the step's tokens of the clipped
-policy term, k3 KL, entropy bonus and the gated SDAR term.
+different numbers of rows; each rank hosts it in 2 worker processes, as the paper configs host theirs. The run must
+finish before the timeout (a hang fails the test), both ranks must hold the same parameters afterwards, and the update
+of the (only) optimizer step must equal, to 1e-5, SGD on the loss that a naive single-process loop computes over the
+same rows: token-mean over all of the step's tokens of the clipped policy term, k3 KL, entropy bonus and the gated SDAR
+term.
 """
 
 import json

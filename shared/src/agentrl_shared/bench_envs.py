@@ -1,8 +1,8 @@
 """Environment throughput for `make bench`: steps per second of each adapter, worker pool against one process.
 
 `python -m agentrl_shared.bench_envs [--slots 4] [--workers N] [--steps 50] [--rounds 2] [--min-seconds 2]
-[--repeats 1]` runs the same scripted episodes (first admissible action, a search for Search-QA, `look` for TextRooms) through
-`EnvPool(num_workers=0)` (one process, the slots stepped one after another) and the trainers' pool (`--workers`
+[--repeats 1]` runs the same scripted episodes (first admissible action, a search for Search-QA, `look` for TextRooms)
+through `EnvPool(num_workers=0)` (one process, the slots stepped one after another) and the trainers' pool (`--workers`
 processes; default `envs.pool.default_workers`, one per slot up to one per core; moved into the process, one after
 another or in threads, when it measures that faster, see `envs.pool`), in the order single, pool, pool, single (the
 mean of each side, `--repeats` such blocks), in rounds of a reset and `steps` steps. Rounds are counted once the
@@ -188,9 +188,10 @@ def main(argv: list[str] | None = None) -> dict:
             figures[f"envs/{name}/slots_workers"] = [args.slots, workers]
     if workers > 1:  # what the machine gives `workers` CPU-bound processes: the ceiling of the pool's ratio
         ceiling = parallel_ceiling(workers)
-        print(f"machine: {workers} CPU-bound processes / one, {sum(ceiling) / len(ceiling):.2f} (repeats {ceiling})")
-        figures["envs/parallel_ceiling"] = {"workers": workers, "ratio": round(sum(ceiling) / len(ceiling), 3),
-                                            "repeats": ceiling, "commit": commit}  # fmt: skip
+        ratio = sum(ceiling) / len(ceiling)
+        print(f"machine: {workers} CPU-bound processes / one, {ratio:.2f} (repeats {ceiling})")
+        figures["envs/parallel_ceiling"] = {"workers": workers, "ratio": round(ratio, 3), "repeats": ceiling,
+                                            "commit": commit}  # fmt: skip
     figures["envs/load_average_1min"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
     figures["envs/config"] = {"slots": args.slots, "workers": workers, "steps": args.steps, "rounds": args.rounds,
                               "min_seconds": args.min_seconds,

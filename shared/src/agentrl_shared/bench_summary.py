@@ -1,10 +1,11 @@
 """The ratios of `make bench`, side by side, read back from `bench-results.json` (the last target of `make bench`).
 
-`python -m agentrl_shared.bench_summary [--results bench-results.json]` prints one line per figure with its goal
-(issue 29: step time <= 1.25 x GRPO; pool >= 1.0 x one process for environments cheaper than a round trip, >= 1.8
-on 2 cores for ALFWorld; shared-prefix forwards > 1 x the plain ones), the configuration it was measured on and the
-commit of the run that wrote it; after the pool's figures, the machine's own ceiling for them (CPU-bound loops in as
-many processes as the pool's workers, against one after another). It measures nothing; a figure that no run wrote is printed as "not run".
+`python -m agentrl_shared.bench_summary [--results bench-results.json]` prints one line per figure with its goal (issue
+29: step time <= 1.25 x GRPO; pool >= 1.0 x one process for environments cheaper than a round trip, >= 1.8 on 2 cores
+for ALFWorld; shared-prefix forwards > 1 x the plain ones), the configuration it was measured on and the commit of the
+run that wrote it; after the pool's figures, the machine's own ceiling for them (CPU-bound loops in as many processes
+as the pool's workers, against one after another). It measures nothing; a figure that no run wrote is printed as "not
+run".
 """
 
 import argparse

@@ -83,9 +83,9 @@ def same_setting(payloads: dict[str, list[dict]]) -> None:
                          "their configs.")  # fmt: skip
 
 
-def reference_levels(specs: list[str], payloads: dict[str, list[dict]]) -> dict[str, list[dict]]:
-    """`--level LABEL=DIR` -> {label: the finished runs under DIR}; each must share the model and the panel of the
-    plan's runs (a level on another panel would be read against curves it does not measure)."""
+def reference_levels(specs: list[str], payloads: dict[str, list[dict]]) -> dict[str, tuple[str, list[dict]]]:
+    """`--level LABEL=DIR` -> {label: (DIR, the finished runs under it)}; each must share the model and the panel of
+    the plan's runs (a level on another panel would be read against curves it does not measure)."""
     first = next(p for runs in payloads.values() for p in runs)
     out = {}
     for spec in specs:
@@ -97,17 +97,16 @@ def reference_levels(specs: list[str], payloads: dict[str, list[dict]]) -> dict[
             if (p["model"], p["panel_identity"]) != (first["model"], first["panel_identity"]):
                 raise SystemExit(f"--level {label}: {folder} seed {p['seed']} evaluated another model or panel than "
                                  "the plan's runs; give the runs of the plan's config.")  # fmt: skip
-        out[label] = runs
+        out[label] = (folder, runs)
     return out
 
 
-def level_lines(levels: dict[str, list[dict]], specs: list[str]) -> str:
+def level_lines(levels: dict[str, tuple[str, list[dict]]]) -> str:
     """One line per reference level, under the table."""
-    folders = dict(spec.split("=", 1) for spec in specs)
     return "".join(
         f"\n\nReference, not trained by this plan: {label} {mean_std([p['final']['success_rate_mean'] for p in runs])}"
-        f" % ({folders[label]}, commit {', '.join(sorted({p['commit'] for p in runs}))})."
-        for label, runs in levels.items()
+        f" % ({folder}, commit {', '.join(sorted({p['commit'] for p in runs}))})."
+        for label, (folder, runs) in levels.items()
     )
 
 
@@ -168,7 +167,7 @@ def main(argv: list[str] | None = None) -> None:
             sources.setdefault(label, []).append(str(run))
     same_setting(payloads)
     levels = reference_levels(ns.level, payloads)
-    text = (table(payloads, ns.env) + level_lines(levels, ns.level) + paired(sources, "GRPO")
+    text = (table(payloads, ns.env) + level_lines(levels) + paired(sources, "GRPO")
             + "".join(f"\n\n{note}" for note in ns.note))  # fmt: skip
     ns.out.mkdir(parents=True, exist_ok=True)
     (ns.out / "compare.md").write_text(text + "\n")
@@ -181,7 +180,7 @@ def main(argv: list[str] | None = None) -> None:
         for label, runs in payloads.items()
     }
     lines = {f"{label} (n={len(runs)})": 100 * statistics.fmean(p["final"]["success_rate_mean"] for p in runs)
-             for label, runs in levels.items()}  # fmt: skip
+             for label, (_, runs) in levels.items()}  # fmt: skip
     plot_curves(series, ns.out / "learning_curves.png", "rollouts", "held-out success %", f"{ns.env}: same model, "
                 f"seeds {ns.seeds}, fixed panel", lines)  # fmt: skip
     print(text)
