@@ -12,7 +12,7 @@ weights. The test compares them with a naive single-process loop. The workers ar
 import sys
 from pathlib import Path
 
-from agentrl_shared.smoke import save_rank_outputs, scripted_env
+from agentrl_shared.smoke import save_first_batches, save_rank_outputs, scripted_env
 
 
 def main(out: Path, ds: Path, extra: list[str]) -> None:
@@ -42,9 +42,7 @@ def main(out: Path, ds: Path, extra: list[str]) -> None:
 
         def _rollout_micro_batches(self, inputs):
             batches = super()._rollout_micro_batches(inputs)
-            if self.rollouts_done == 1:
-                rank = self.accelerator.process_index
-                torch.save([{k: v.cpu() for k, v in b.items()} for b in batches], out / f"rank{rank}_batches.pt")
+            save_first_batches(self, batches, out)
             return batches
 
     agentrl_shared.trainer.make_env = scripted_env

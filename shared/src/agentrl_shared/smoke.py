@@ -118,6 +118,16 @@ def save_rank_outputs(trainer, out: Path) -> int:
     return rank
 
 
+def save_first_batches(trainer, batches: list[dict], out: Path) -> None:
+    """Written from a two-rank test's `_rollout_micro_batches`: this rank's micro-batches of the first rollout, on CPU
+    (`rank<r>_batches.pt`), whose loss the test's naive one-process reference recomputes."""
+    import torch
+
+    if trainer.rollouts_done == 1:
+        saved = [{k: v.cpu() for k, v in b.items()} for b in batches]
+        torch.save(saved, out / f"rank{trainer.accelerator.process_index}_batches.pt")
+
+
 def launch_two_ranks(out: Path, script_args: list[str], timeout: int = 1200, deepspeed: bool = True) -> subprocess.CompletedProcess:  # fmt: skip
     """Run `script_args` on 2 CPU processes (gloo): `accelerate launch` under DeepSpeed ZeRO-3 (the shipped
     `ds_zero3.json`; the accelerate config is written into `out`), or torchrun for plain DDP (`deepspeed=False`,

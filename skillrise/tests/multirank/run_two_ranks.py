@@ -14,12 +14,10 @@ import json
 import sys
 from pathlib import Path
 
-from agentrl_shared.smoke import ScriptedEnv, save_rank_outputs
+from agentrl_shared.smoke import ScriptedEnv, save_first_batches, save_rank_outputs
 
 
 def main(out: Path, ds: Path) -> None:
-    import torch
-
     import skillrise.trainer
     from skillrise.cli import load, train
 
@@ -46,9 +44,7 @@ def main(out: Path, ds: Path) -> None:
 
         def _rollout_micro_batches(self, inputs):
             batches = super()._rollout_micro_batches(inputs)
-            if self.rollouts_done == 1:
-                rank = self.accelerator.process_index
-                torch.save([{k: v.cpu() for k, v in b.items()} for b in batches], out / f"rank{rank}_batches.pt")
+            save_first_batches(self, batches, out)
             return batches
 
     skillrise.trainer.make_env_factory = lambda env_config: ScriptedEnv  # the pool builds one per slot
