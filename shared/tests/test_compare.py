@@ -146,6 +146,26 @@ def test_plot_band_is_mean_plus_minus_sample_std():
     assert high == pytest.approx([0.75, 0.5])
 
 
+def test_methods_evaluated_once_get_their_seed_band_as_error_bars_side_by_side(tmp_path, monkeypatch):
+    import matplotlib.axes
+
+    from agentrl_shared.report import plot_curves
+
+    calls, real = [], matplotlib.axes.Axes.errorbar
+
+    def spy(self, x, y, **kw):
+        calls.append((list(x), list(y), kw["yerr"]))
+        return real(self, x, y, **kw)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "errorbar", spy)
+    series = {"A": [[(12, 40.0)], [(12, 50.0)]], "B": [[(12, 30.0)], [(12, 30.0)]]}
+    plot_curves(series, tmp_path / "c.png", "rollouts", "%", "final only", {"untrained": 41.0})
+    assert [x for x, _, _ in calls] == [pytest.approx([11.925]), pytest.approx([12.075])]  # dodged, not on top
+    assert calls[0][1] == [45.0] and calls[0][2] == [[pytest.approx(7.0710678)]] * 2  # mean +- sample std
+    assert calls[1][2] == [[0.0], [0.0]]
+    assert (tmp_path / "c.png").stat().st_size > 0
+
+
 def test_horizon_slope_is_the_least_squares_slope_of_success_on_turns(tmp_path):
     import json
 

@@ -245,8 +245,9 @@ def plot_curves(series: dict[str, list[list[tuple[float, float]]]], path: Path, 
                 levels: dict[str, float] | None = None):  # fmt: skip
     """One line per method: mean over seeds, shaded mean +- std (as the tables); `series[method]`: per-seed (x, y) lists.
 
-    A point that only one seed reaches gets a zero-width band. `levels`: reference values (e.g. the untrained model's
-    success), each a dashed horizontal line with its name; with any, the x axis starts at 0.
+    A point that only one seed reaches gets a zero-width band; a method evaluated at one x only (a plan that evaluates
+    at the end) gets its band as an error bar, dodged sideways by its place in `series`. `levels`: reference values (e.g. the untrained model's success), each a
+    dashed horizontal line with its name; with any, the x axis starts at 0.
     """
     import matplotlib
 
@@ -254,24 +255,30 @@ def plot_curves(series: dict[str, list[list[tuple[float, float]]]], path: Path, 
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    for method, runs in series.items():
+    for i, (method, runs) in enumerate(series.items()):
         xs = sorted({x for run in runs for x, _ in run})
         if not xs:
             continue
         ys = [[y for run in runs for x2, y in run if x2 == x] for x in xs]
         mean, low, high = band(ys)
+        if len(xs) == 1:  # one evaluation: the methods' error bars side by side around their x, not on top
+            dodged = [xs[0] + 0.15 * (i - (len(series) - 1) / 2)]
+            (line,) = ax.plot(dodged, mean, marker="o", linestyle="none", label=f"{method} (n={len(runs)})")
+            ax.errorbar(dodged, mean, yerr=[[mean[0] - low[0]], [high[0] - mean[0]]], fmt="none", capsize=3,
+                        color=line.get_color())  # fmt: skip
+            continue
         ax.plot(xs, mean, marker="o", label=f"{method} (n={len(runs)})")
         if len(runs) > 1:
             ax.fill_between(xs, low, high, alpha=0.2)
     for name, y in (levels or {}).items():
         ax.axhline(y, linestyle="--", color="gray", linewidth=1, label=name)
     if levels:  # a level such as the untrained model's is where every curve starts: show the axis from 0
-        ax.set_xlim(left=0)
+        ax.set_xlim(0, 1.04 * ax.get_xlim()[1])
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend()
+    ax.legend(fontsize="small")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)

@@ -8,6 +8,7 @@ result file says `not run`. The mechanism check's table is built from `results/c
 
 import json
 import logging
+import statistics
 from pathlib import Path
 
 from agentrl_shared.mechanisms import file_mechanisms, load_mechanisms
@@ -50,7 +51,10 @@ def curves(runs: dict[str, list[dict]], path: Path, title: str) -> None:
         for m, payloads in runs.items()
         if m in METHOD_NAMES and any(p["curve"] for p in payloads)
     }  # fmt: skip
-    plot_curves(series, path, "rollouts", "held-out repeat-mode pass@1 %", title)
+    # the warm-started start point (evaluated with the skill carry): a reference level beside the trained methods
+    untrained = [100 * p["final"]["repeat"]["pass@1"] for p in runs.get("untrained", [])]
+    levels = {f"{METHOD_NAMES['untrained']} (n={len(untrained)})": statistics.fmean(untrained)} if untrained else None
+    plot_curves(series, path, "rollouts", "held-out repeat-mode pass@1 %", title, levels)
 
 
 def warm_start_line(payloads: list[dict]) -> str:
