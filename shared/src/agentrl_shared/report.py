@@ -293,13 +293,12 @@ def success_curves(runs: dict[str, list[dict]], names: dict[str, str], path: Pat
         for m, payloads in runs.items()
         if any(p["curve"] for p in payloads)
     }
-    untrained = runs.get("untrained", [])
-    if series and untrained:
-        level = statistics.fmean(p["final"]["success_rate_mean"] for p in untrained)
-        x_max = max(pt[0] for s in series.values() for run in s for pt in run)
-        series[f"{names['untrained']} (untrained)"] = [[(0, 100 * level), (x_max, 100 * level)]]
+    untrained = [100 * p["final"]["success_rate_mean"] for p in runs.get("untrained", [])]
+    levels = (
+        {f"{names['untrained']} (untrained, n={len(untrained)})": statistics.fmean(untrained)} if untrained else None
+    )
     if series:
-        plot_curves(series, path, "rollouts", "held-out success % (greedy)", title)
+        plot_curves(series, path, "rollouts", "held-out success % (greedy)", title, levels)
 
 
 def plan_summary(output: Path, scale: str, names: dict[str, str], title: str) -> str:
