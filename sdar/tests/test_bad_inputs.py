@@ -30,7 +30,7 @@ CASES = [
     (["train", "trainer.skills_dir=official", "env.name=alfworld"], "make data ENV=skills"),
     (["train", "--config", "alfworld_qwen2.5-3b_paper"], "ALFWORLD_DATA"),
     (["reproduce", "--seeds", "0;1"], "--seeds '0;1' is not a comma-separated list"),
-    (["reproduce", "--methods", "grpo,sdr"], "Unknown method(s) ['sdr']; valid: grpo, grpo_opsd, sdar"),
+    (["reproduce", "--methods", "grpo,sdr"], "Unknown method(s) ['sdr']; valid: grpo, grpo_opsd, sdar, opsd"),
 ]
 
 

@@ -149,7 +149,7 @@ def test_train_method_applies_its_switches_and_refuses_a_typo(monkeypatch):
     message = error_line(main, ["train", "--config", "smoke", "--method", "gpro"])
     assert (
         message == "sdar: Unknown --method 'gpro'. Did you mean grpo? Valid: run (the config as it is), grpo, "
-        "grpo_opsd, sdar."
+        "grpo_opsd, sdar, opsd."
     )
     assert len(trained) == 2  # refused before any config or model loads
 

@@ -48,9 +48,10 @@ METHODS = {
     "grpo": ["trainer.sdar_coef=0.0"],
     "grpo_opsd": ["trainer.gate_beta=0.0"],
     "sdar": [],
+    "opsd": ["trainer.pg_loss_coef=0.0"],
 }
 # the default CPU plan (about 16 minutes a seed on 2 cores): the method against GRPO and the untrained model;
-# the ungated ablation is `--methods grpo,grpo_opsd,sdar` (about 8 minutes more)
+# the ablations are opt-in: the ungated term `--methods grpo,grpo_opsd,sdar`, the distillation alone `opsd`
 CPU_PLAN = ["grpo", "sdar"]
 MECHANISMS_HELP = ("the skill-conditioned teacher's success and its log-prob gap and gate on the panel: untrained, "
                    "GRPO-final and SDAR-final (writes mechanisms.json)")  # fmt: skip

@@ -62,7 +62,7 @@ PAPER_MODELS = {"qwen2.5-3b": "Qwen2.5-3B-Instruct", "qwen2.5-7b": "Qwen2.5-7B-I
 
 def cpu_table(runs: dict[str, list[dict]]) -> str:
     rows = []
-    for method in ("untrained", "grpo", "grpo_opsd", "sdar"):
+    for method in ("untrained", "grpo", "grpo_opsd", "sdar", "opsd"):
         payloads = runs.get(method, [])
         commits = sorted({p["commit"] for p in payloads}) or ["-"]
         models = ", ".join(sorted({p["model"] for p in payloads})) or "-"  # the offline name the runs started from
