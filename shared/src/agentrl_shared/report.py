@@ -246,8 +246,8 @@ def plot_curves(series: dict[str, list[list[tuple[float, float]]]], path: Path, 
     """One line per method: mean over seeds, shaded mean +- std (as the tables); `series[method]`: per-seed (x, y) lists.
 
     A point that only one seed reaches gets a zero-width band; a method evaluated at one x only (a plan that evaluates
-    at the end) gets its band as an error bar, dodged sideways by its place in `series`. `levels`: reference values (e.g. the untrained model's success), each a
-    dashed horizontal line with its name; with any, the x axis starts at 0.
+    at the end) gets its band as an error bar, dodged sideways by its place in `series`. `levels`: reference values
+    (e.g. the untrained model's success), each a dashed horizontal line with its name; with any, the x axis starts at 0.
     """
     import matplotlib
 
