@@ -247,7 +247,8 @@ def plot_curves(series: dict[str, list[list[tuple[float, float]]]], path: Path, 
 
     A point that only one seed reaches gets a zero-width band; a method evaluated at one x only (a plan that evaluates
     at the end) gets its band as an error bar, dodged sideways by its place in `series`. `levels`: reference values
-    (e.g. the untrained model's success), each a dashed horizontal line with its name; with any, the x axis starts at 0.
+    (e.g. the untrained model's success), each a dashed horizontal line with its name; with any, the x axis starts
+    at 0.
     """
     import matplotlib
 
