@@ -50,7 +50,7 @@ METHODS = {
     "sdar": [],
     "opsd": ["trainer.pg_loss_coef=0.0"],
 }
-# the default CPU plan (244 s for one seed from a fresh clone, README): the method against GRPO and the untrained model;
+# the default CPU plan (244 s a seed from a fresh clone, README): the method against GRPO and the untrained model;
 # the ablations are opt-in: the ungated term `--methods grpo,grpo_opsd,sdar`, the distillation alone `opsd`
 CPU_PLAN = ["grpo", "sdar"]
 MECHANISMS_HELP = ("the skill-conditioned teacher's success and its log-prob gap and gate on the panel: untrained, "
