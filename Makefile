@@ -209,7 +209,7 @@ LEVEL_sdar_long = $(UNTRAINED_sdar)
 LEVEL_agentopsd_long = $(UNTRAINED_agentopsd)
 COMPARE_textrooms = GRPO=agentopsd:textrooms_smollm2-135m_cpu:grpo SDAR=sdar:textrooms_smollm2-135m_cpu:sdar \
 	AgentOPSD=agentopsd:textrooms_smollm2-135m_cpu:agentopsd RLSD=agentopsd:textrooms_smollm2-135m_cpu:rlsd \
-	Skill-SD=agentopsd:textrooms_smollm2-135m_cpu:skill_sd
+	Skill-SD=agentopsd:textrooms_smollm2-135m_cpu:skill_sd GiGPO=agentopsd:textrooms_smollm2-135m_cpu:gigpo
 # finished runs of the packages' own CPU reproduce plans (same config and method) are reused, not trained again
 REUSE_textrooms = --reuse GRPO=runs/agentopsd/cpu/grpo --reuse AgentOPSD=runs/agentopsd/cpu/agentopsd \
 	--reuse SDAR=runs/sdar/cpu/sdar
@@ -242,7 +242,7 @@ COMPARE_agentopsd_long = GRPO=agentopsd:textrooms_smollm2-135m_cpu:grpo:$(LONG) 
 COMPARE_ENV_agentopsd_long = textrooms
 NOTE_agentopsd_long = "AgentOPSD's CPU plan at 12 rollouts instead of 3 (evaluated every 4), everything else unchanged."
 
-compare: setup  ## methods side by side, one table and one plot: ENV=textrooms (GRPO, SDAR, AgentOPSD, RLSD, Skill-SD) | sdar_coef (SDAR's coefficient) | sdar_long, agentopsd_long (12 rollouts) SEEDS=0,1,2
+compare: setup  ## methods side by side, one table and one plot: ENV=textrooms (GRPO, SDAR, AgentOPSD, RLSD, Skill-SD, GiGPO) | sdar_coef (SDAR's coefficient) | sdar_long, agentopsd_long (12 rollouts) SEEDS=0,1,2
 	@test -n "$(COMPARE_$(ENV))" || { echo "No compare plan for ENV=$(ENV); valid: textrooms, sdar_coef, sdar_long, agentopsd_long"; exit 2; }
 	$(RUN) python -m agentrl_shared.compare --env $(or $(COMPARE_ENV_$(ENV)),$(ENV)) --seeds $(SEEDS) --out runs/compare/$(ENV) \
 		--runs runs/compare/$(ENV) $(REUSE_$(ENV)) $(LEVEL_$(ENV)) $(if $(NOTE_$(ENV)),--note $(NOTE_$(ENV))) $(COMPARE_$(ENV))

@@ -85,6 +85,9 @@ def test_baseline_switches_load():
         t = load("smoke", overrides)["trainer"]
         assert t.credit == {"rlsd": "rlsd", "tether_seq": "rlsd", "agentopsd": "agentopsd"}.get(method, "grpo")
     assert load("smoke", BASELINES["skill_sd"])["trainer"].sdl_coef == 0.001
+    gigpo = load("smoke", BASELINES["gigpo"])["trainer"]  # verl-agent GiGPO scripts: gamma 0.95, w 1.0
+    assert (gigpo.advantage_mode, gigpo.step_gamma, gigpo.step_advantage_w) == ("gigpo", 0.95, 1.0)
+    assert {load("smoke", o)["trainer"].advantage_mode for m, o in BASELINES.items() if m != "gigpo"} == {"grpo"}
 
 
 def test_unknown_key_and_bad_values_are_rejected():
@@ -96,6 +99,10 @@ def test_unknown_key_and_bad_values_are_rejected():
         load("smoke", ["trainer.credit=opsd"])
     with pytest.raises(ValueError, match="mult_lambda must be in"):
         load("smoke", ["trainer.mult_lambda=1.5"])
+    with pytest.raises(ValueError, match="Unknown trainer.advantage_mode 'gipgo'; valid: grpo, gigpo"):
+        load("smoke", ["trainer.advantage_mode=gipgo"])
+    with pytest.raises(ValueError, match="advantage_mode=gigpo with credit='agentopsd'.*set trainer.credit=grpo"):
+        load("smoke", ["trainer.advantage_mode=gigpo"])
 
 
 def test_the_tether_seq_method_is_rlsd_credit_with_a_constant_lambda():

@@ -49,5 +49,5 @@ def test_train_method_applies_its_switches_and_refuses_a_typo(monkeypatch):
     message = error_line(main, ["train", "--config", "smoke", "--method", "rlds"])
     assert message == (
         "agentopsd: Unknown --method 'rlds'. Did you mean rlsd? Valid: run (the config as it is), grpo, rlsd, "
-        "skill_sd, skill_grpo, tether_seq, agentopsd."
+        "skill_sd, skill_grpo, tether_seq, gigpo, agentopsd."
     )

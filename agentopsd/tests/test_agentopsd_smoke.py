@@ -46,13 +46,16 @@ def test_cli_trains_two_steps_and_moves_every_parameter(tmp_path):
 
 
 @pytest.mark.slow  # two more CPU trainings; the default suite keeps the method's turn and token paths and ZeRO-3
-@pytest.mark.parametrize("method", ["rlsd", "skill_sd"])
+@pytest.mark.parametrize("method", ["rlsd", "skill_sd", "gigpo"])
 def test_cli_trains_the_baselines(tmp_path, method):
     out = tmp_path / method
-    # token granularity through RLSD; Skill-SD adds its loss term (one step is enough to see it logged)
+    # token granularity through RLSD; Skill-SD adds its loss term (one step is enough to see it logged); GiGPO's
+    # advantages go through the same loss as GRPO's
     main(["train", "--config", "smoke", "--method", method, f"trainer.output_dir={out}", "trainer.num_rollouts=1"])
-    logs = [h for h in json.loads((out / "results.json").read_text())["log_history"] if "loss" in h]
-    assert ("rlsd/lambda" if method == "rlsd" else "skillsd/loss") in logs[0]
+    results = json.loads((out / "results.json").read_text())
+    logs = [h for h in results["log_history"] if "loss" in h]
+    assert {"rlsd": "rlsd/lambda", "skill_sd": "skillsd/loss", "gigpo": "loss"}[method] in logs[0]
+    assert results["config"]["trainer"]["advantage_mode"] == ("gigpo" if method == "gigpo" else "grpo")
 
 
 def test_cli_token_granularity(tmp_path):

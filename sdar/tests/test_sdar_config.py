@@ -72,6 +72,8 @@ def test_unknown_key_lists_valid_keys():
         load("smoke", ["trainr.sdar_coef=0.1"])
     with pytest.raises(ConfigError, match="Unknown key 'nonsense'"):
         load("smoke", ["nonsense=1"])
+    with pytest.raises(ValueError, match="Unknown trainer.advantage_mode 'gipgo'; valid: grpo, gigpo"):
+        load("smoke", ["trainer.advantage_mode=gipgo"])
 
 
 def test_override_precedence_and_bare_keys():

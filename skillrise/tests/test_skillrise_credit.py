@@ -91,48 +91,6 @@ def test_grpo_row_advantages_by_hand():
     assert out[3].item() == pytest.approx(5.0)
 
 
-# --- GiGPO (verl-agent core_gigpo.py) ----------------------------------------------------------------------------
-def test_discounted_step_returns_by_hand():
-    from skillrise.credit import discounted_step_returns
-
-    assert discounted_step_returns([0.0, 0.0, 10.0]) == pytest.approx([9.025, 9.5, 10.0])  # gamma 0.95
-    assert discounted_step_returns([1.0, 2.0], gamma=0.5) == pytest.approx([2.0, 2.0])
-    assert discounted_step_returns([]) == []
-
-
-def test_gigpo_advantages_by_hand_with_repeated_anchor_states():
-    """Group g: episode A wins at its 3rd step (states s0 s1 s2), B fails after 2 (s0 s1), C wins at its 2nd (s0 s3);
-    group h: one row on a state that reads like g's s0 (anchor groups never cross episode groups)."""
-    from skillrise.credit import gigpo_advantages
-
-    episode = [10, 10, 10, 0, 0, 10, 10, 10]
-    step = [9.025, 9.5, 10.0, 0.0, 0.0, 9.5, 10.0, 10.0]
-    groups = ["g"] * 7 + ["h"]
-    anchors = ["s0", "s1", "s2", "s0", "s1", "s0", "s3", "s0"]
-    e_mean = 50 / 7  # every row of g counts (not every episode): 5 rows of 10 out of 7
-    s0_mean, s1_mean = (9.025 + 0.0 + 9.5) / 3, (9.5 + 0.0) / 2
-    expected = [
-        10 - e_mean + 9.025 - s0_mean,  # A on s0
-        10 - e_mean + 9.5 - s1_mean,  # A on s1
-        10 - e_mean + 0.0,  # A on s2, a state seen once: no step advantage
-        0 - e_mean + 0.0 - s0_mean,  # B on s0
-        0 - e_mean + 0.0 - s1_mean,  # B on s1
-        10 - e_mean + 9.5 - s0_mean,  # C on s0
-        10 - e_mean + 0.0,  # C on s3
-        10.0,  # h: one row, episode mean 0, step advantage 0
-    ]
-    out = gigpo_advantages(episode, step, groups, anchors)
-    assert out.tolist() == pytest.approx(expected, abs=1e-5)
-    half = gigpo_advantages(episode, step, groups, anchors, step_advantage_w=0.5)
-    assert half[0].item() == pytest.approx(10 - e_mean + 0.5 * (9.025 - s0_mean), abs=1e-5)
-    e_std = torch.tensor(episode[:7], dtype=torch.float32).std().item()
-    s1_std = torch.tensor([9.5, 0.0]).std().item()
-    std = gigpo_advantages(episode, step, groups, anchors, mode="mean_std_norm")
-    assert std[1].item() == pytest.approx((10 - e_mean) / (e_std + 1e-6) + (9.5 - s1_mean) / (s1_std + 1e-6), 1e-5)
-    with pytest.raises(ValueError, match="mean_norm, mean_std_norm"):
-        gigpo_advantages(episode, step, groups, anchors, mode="grpo")
-
-
 def test_gigpo_row_inputs_follow_trial_rows():
     """Anchors are the observations each row acted on and step returns the episode's discounted rewards (reward_scale
     * won on the last step), in the order `Trial.rows()` gives the rows (what `_score` feeds `gigpo_advantages`)."""

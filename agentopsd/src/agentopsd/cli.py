@@ -53,6 +53,9 @@ BASELINES = {
     # AgentOPSD's own `tether_seq` (opsd_utils.py): RLSD's credit with a constant tether_lambda 0.5 and band 0.2, at
     # the config's granularity
     "tether_seq": ["trainer.credit=rlsd", "trainer.rlsd_warmdown_steps=-1"],
+    # GiGPO (Feng et al. 2025; verl-agent `gigpo/core_gigpo.py`), the agentic RL baseline of SkillRise's tables: GRPO's
+    # rows with the episode-group + anchor-state step advantage (`agentrl_shared.gigpo`), for `make compare`
+    "gigpo": ["trainer.credit=grpo", "trainer.advantage_mode=gigpo"],
     "agentopsd": [],
 }
 # reproduce plans: the method against GRPO (and, on CPU, the untrained model); `--methods` takes any of BASELINES

@@ -16,6 +16,7 @@ CREDITS = ("agentopsd", "grpo", "rlsd")
 GRANULARITIES = ("turn", "token")
 SKILL_POSITIONS = ("legacy", "user")
 STUDENT_LOGPS = ("recompute", "generation")
+ADVANTAGE_MODES = ("grpo", "gigpo")  # `MultiTurnGRPOTrainer._score`'s estimators
 
 
 @dataclass
@@ -54,6 +55,13 @@ class AgentOPSDConfig(GRPOConfig):
             `examples/rlsd_trainer/run_alfworld_7b.sh`).
         sdl_coef (`float`, *optional*, defaults to `0.0`): Skill-SD baseline loss weight (SDAR repo
             `examples/skillsd_trainer/run_*.sh`: `sdl_lambda=0.001`); 0 = off.
+        advantage_mode (`str`, *optional*, defaults to `"grpo"`): the advantage estimator of the default `_score`:
+            `grpo` (verl-agent `compute_grpo_outcome_advantage`, the paper's) or `gigpo` (the GiGPO baseline, verl-agent
+            `gigpo/core_gigpo.py::compute_gigpo_outcome_advantage`, mode `mean_norm`; `agentrl_shared.gigpo`).
+        step_gamma (`float`, *optional*, defaults to `0.95`): GiGPO's discount of the step returns (verl-agent GiGPO
+            scripts: `algorithm.gamma=0.95`).
+        step_advantage_w (`float`, *optional*, defaults to `1.0`): GiGPO's weight of the step advantage
+            (`algorithm.gigpo.step_advantage_w=1.0`).
         invalid_action_penalty_coef (`float`, *optional*, defaults to `0.1`): verl-agent penalty (0.01 on Search).
         retry_failed_episodes (`int`, *optional*, defaults to `0`): replay an episode whose environment crashed or timed
             out, from the start in a fresh environment, up to this many times (0: the official behaviour, where the
@@ -126,6 +134,9 @@ class AgentOPSDConfig(GRPOConfig):
     rlsd_warmdown_steps: int = field(default=100, metadata={"help": "RLSD lambda decay; rlsd scripts: 100."})
     rlsd_clip: float = field(default=0.2, metadata={"help": "RLSD weight clip; rlsd scripts: clip_eps=0.2."})
     sdl_coef: float = field(default=0.0, metadata={"help": "Skill-SD loss weight; skillsd scripts: 0.001."})
+    advantage_mode: str = field(default="grpo", metadata={"help": "grpo (the paper's) | gigpo (GiGPO baseline)."})
+    step_gamma: float = field(default=0.95, metadata={"help": "GiGPO step-return discount (algorithm.gamma=0.95)."})
+    step_advantage_w: float = field(default=1.0, metadata={"help": "GiGPO step advantage weight (1.0)."})
     invalid_action_penalty_coef: float = field(
         default=0.1, metadata={"help": "verl-agent invalid_action_penalty_coef: 0.1 ALFWorld/WebShop, 0.01 Search."}
     )
@@ -204,9 +215,15 @@ class AgentOPSDConfig(GRPOConfig):
             ("granularity", self.granularity, GRANULARITIES),
             ("skill_position", self.skill_position, SKILL_POSITIONS),
             ("student_logps", self.student_logps, STUDENT_LOGPS),
+            ("advantage_mode", self.advantage_mode, ADVANTAGE_MODES),
         ):
             if value not in valid:
                 raise ValueError(f"Unknown trainer.{name} {value!r}; valid: {', '.join(valid)}.")
+        if self.advantage_mode == "gigpo" and self.credit != "grpo":
+            raise ValueError(
+                f"advantage_mode=gigpo with credit={self.credit!r}: AgentOPSD's and RLSD's weights rescale the GRPO "
+                "advantage their papers define; set trainer.credit=grpo for the GiGPO baseline."
+            )
         if not 0.0 <= self.mult_lambda <= 1.0 or not 0.0 <= self.mult_band < 1.0:
             raise ValueError("trainer.mult_lambda must be in [0, 1] and trainer.mult_band in [0, 1).")
 

@@ -6,7 +6,7 @@ Paper numbers come from `<README folder>/paper_results.json` (which cites their 
 says `not run`.
 
 `--compare runs/compare/textrooms` also files the output of `make compare ENV=textrooms` (`compare.md`, `compare.json`,
-`learning_curves.png`: GRPO, SDAR, AgentOPSD, RLSD and Skill-SD on one model, panel and budget) into
+`learning_curves.png`: GRPO, SDAR, AgentOPSD, RLSD, Skill-SD and GiGPO on one model, panel and budget) into
 `<README folder>/results/compare/<env>/` and puts its table into the README's `compare-<env>` block.
 """
 

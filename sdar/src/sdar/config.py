@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 from trl import GRPOConfig
 
 
+ADVANTAGE_MODES = ("grpo", "gigpo")  # `MultiTurnGRPOTrainer._score`'s estimators
+
+
 @dataclass
 class SDARConfig(GRPOConfig):
     r"""
@@ -22,6 +25,13 @@ class SDARConfig(GRPOConfig):
             (sdar.md 2.6). `0` gives the GRPO+OPSD baseline (constant gate 0.5).
         pg_loss_coef (`float`, *optional*, defaults to `1.0`): weight of the policy-gradient term; `0` gives the OPSD
             baseline (sdar.md section 5).
+        advantage_mode (`str`, *optional*, defaults to `"grpo"`): the advantage estimator of the default `_score`:
+            `grpo` (verl-agent `compute_grpo_outcome_advantage`, the paper's) or `gigpo` (the GiGPO baseline, verl-agent
+            `gigpo/core_gigpo.py::compute_gigpo_outcome_advantage`, mode `mean_norm`; `agentrl_shared.gigpo`).
+        step_gamma (`float`, *optional*, defaults to `0.95`): GiGPO's discount of the step returns (verl-agent GiGPO
+            scripts: `algorithm.gamma=0.95`).
+        step_advantage_w (`float`, *optional*, defaults to `1.0`): GiGPO's weight of the step advantage
+            (`algorithm.gigpo.step_advantage_w=1.0`).
         invalid_action_penalty_coef (`float`, *optional*, defaults to `0.1`): subtracted from an invalid row's reward
             (verl-agent `invalid_action_penalty_coef`; 0.01 on Search-QA).
         retry_failed_episodes (`int`, *optional*, defaults to `0`): replay an episode whose environment crashed or timed
@@ -75,6 +85,9 @@ class SDARConfig(GRPOConfig):
     sdar_coef: float = field(default=0.01, metadata={"help": "lambda of the SDAR term. Paper: all scripts, 0.01."})
     gate_beta: float = field(default=5.0, metadata={"help": "beta of the gap gate. Paper: all scripts, 5.0."})
     pg_loss_coef: float = field(default=1.0, metadata={"help": "Policy-gradient weight; 0 = OPSD baseline."})
+    advantage_mode: str = field(default="grpo", metadata={"help": "grpo (the paper's) | gigpo (GiGPO baseline)."})
+    step_gamma: float = field(default=0.95, metadata={"help": "GiGPO step-return discount (algorithm.gamma=0.95)."})
+    step_advantage_w: float = field(default=1.0, metadata={"help": "GiGPO step advantage weight (1.0)."})
     invalid_action_penalty_coef: float = field(
         default=0.1, metadata={"help": "verl-agent invalid_action_penalty_coef: 0.1 ALFWorld/WebShop, 0.01 Search."}
     )
@@ -148,6 +161,10 @@ class SDARConfig(GRPOConfig):
                 "number of optimizer steps); set trainer.num_rollouts instead (paper: 150)."
             )
         super().__post_init__()
+        if self.advantage_mode not in ADVANTAGE_MODES:
+            raise ValueError(
+                f"Unknown trainer.advantage_mode {self.advantage_mode!r}; valid: {', '.join(ADVANTAGE_MODES)}."
+            )
 
 
 ENV_TO_PROMPT = {"alfworld": "alfworld", "webshop": "webshop", "search_qa": "search", "textrooms": "textrooms"}

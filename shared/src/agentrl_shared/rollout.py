@@ -45,6 +45,7 @@ class Row:
     episode_return: float = 0.0  # its episode's return before per-row shaping
     role: str = "act"  # which part of the policy wrote it: SkillRise "play"/"curate", EnvACE "caller"/"simulator"
     sampling_logps: list[float] | None = None  # the engine's log-probs of `completion_ids` (vLLM; None from HF)
+    anchor: str = ""  # the raw observation the row acted on, no history (GiGPO's anchor state, `core_gigpo.py`)
 
 
 @dataclass
@@ -191,6 +192,7 @@ class RolloutCollector:
                         teacher_prompt_ids=teacher[k][0] if teacher else None,
                         teacher_prompt_truncated=teacher[k][1] if teacher else False,
                         sampling_logps=None if logps is None else list(logps[k]),
+                        anchor=current[i].observation,
                     )
                 )
             t0 = time.perf_counter()

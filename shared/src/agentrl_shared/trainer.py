@@ -38,6 +38,7 @@ from .generation import (
     sync_vllm_weights,
     trainer_generate_fn,
 )
+from .gigpo import discounted_step_returns, gigpo_advantages, won_step_rewards
 from .lora import adapters_disabled
 from .prefix import shared_prefix_logps, shared_prefix_logps_and_entropies
 from .rollout import (
@@ -144,7 +145,8 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
     - `_collect(items, group_ids, seeds, episode_offset)`: the episode producer (default: `self.collector`, a shared
       `RolloutCollector`; SkillRise plays trials, EnvACE rehearsal episodes).
     - `_score(episodes)`: this rank's rows and their (N,) advantages (default: verl-agent GRPO over each group's rows,
-      R = reward_scale * won minus the invalid-action penalty); rows of failed episodes carry no loss.
+      or GiGPO with `advantage_mode="gigpo"`, R = reward_scale * won minus the invalid-action penalty); rows of failed
+      episodes carry no loss.
     - `_row_meta(row)`: what `TrainRow.meta` keeps of a row for the hooks below (default: nothing).
     - `_extra_forwards(micro_batches, indices, rows, plan, old)`: no-grad forwards after theta_old and the reference
       (the self-teacher of SDAR and AgentOPSD; AgentOPSD's advantage reshaping); `old`: theta_old's log-probs where
@@ -266,17 +268,33 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
                                     lambda n: int(self._sum_ranks(n)[0]))  # fmt: skip
 
     def _score(self, episodes: list[Episode]) -> tuple[list[Row], Tensor]:
-        """verl-agent `EpisodeRewardManager` + `compute_grpo_outcome_advantage`: every row of an episode gets
-        R = reward_scale * won, minus the penalty on invalid rows; GRPO over the rows of each group (all on this
-        rank). Rows of failed episodes neither enter the group statistics nor carry loss."""
+        """verl-agent `EpisodeRewardManager` + the advantage estimator: every row of an episode gets R = reward_scale *
+        won, minus the penalty on invalid rows; then GRPO over the rows of each group (`compute_grpo_outcome_advantage`,
+        `advantage_mode="grpo"`) or GiGPO (`core_gigpo.py::compute_gigpo_outcome_advantage`, `advantage_mode="gigpo"`:
+        that episode-group advantage without the std division, plus `step_advantage_w` x the advantage of each row's
+        discounted step return among the group's rows that acted on the same observation, `agentrl_shared.gigpo`).
+        A group's episodes are all on this rank. Rows of failed episodes neither enter the statistics nor carry loss."""
         rows = [r for e in episodes for r in e.rows]
         returns = torch.tensor([self.env_config.reward_scale * e.won for e in episodes for _ in e.rows])
         valid = torch.tensor([r.is_action_valid for r in rows], dtype=torch.bool)
         rewards = row_rewards(returns, valid, penalty_coef=self.args.invalid_action_penalty_coef)  # (N,)
-        ok = torch.tensor([not r.failed for r in rows], dtype=torch.bool)
+        ok = [i for i, r in enumerate(rows) if not r.failed]
         advantages = torch.zeros_like(rewards)
-        if ok.any():
-            advantages[ok] = grpo_row_advantages(rewards[ok], torch.tensor([r.group_id for r in rows])[ok])
+        if ok and self.args.advantage_mode == "gigpo":
+            step_returns = [
+                g
+                for e in episodes
+                for g in discounted_step_returns(
+                    won_step_rewards(len(e.rows), e.won, reward_scale=self.env_config.reward_scale),
+                    gamma=self.args.step_gamma,
+                )
+            ]  # (N,), in row order
+            advantages[ok] = gigpo_advantages(
+                rewards[ok], [step_returns[i] for i in ok], [rows[i].group_id for i in ok],
+                [rows[i].anchor for i in ok], step_advantage_w=self.args.step_advantage_w,
+            )  # fmt: skip
+        elif ok:
+            advantages[ok] = grpo_row_advantages(rewards[ok], torch.tensor([rows[i].group_id for i in ok]))
         for r, reward, ret in zip(rows, rewards.tolist(), returns.tolist(), strict=True):
             r.reward, r.episode_return = reward, ret
         return rows, advantages

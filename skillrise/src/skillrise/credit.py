@@ -4,11 +4,8 @@
   `agent_system/multi_turn_rollout/skillrise_rollout_loop.py::skillrise_credit_assignment`).
 - `mean_centered_advantages`: A = R - mean over the distinct trials of the row's (group, position, role) key
   (official `verl/trainer/ppo/core_gigpo.py::compute_skillrise_outcome_advantage`, mode `mean_norm`).
-- `discounted_step_returns` and `gigpo_advantages`: the GiGPO baseline (Feng et al. 2025, arXiv 2505.10978), as
-  verl-agent's `verl/trainer/ppo/core_gigpo.py` (`compute_step_discounted_returns`, `compute_gigpo_outcome_advantage`;
-  the same file ships in the SkillRise import): episode-group advantage + w x anchor-state step advantage.
-The invalid-format penalty (verl-agent `apply_invalid_action_penalty`) and the GRPO baseline's row advantages are the
-shared `agentrl_shared.trainer.row_rewards` / `grpo_row_advantages`.
+The invalid-format penalty (verl-agent `apply_invalid_action_penalty`), the GRPO baseline's row advantages and the GiGPO
+baseline's are the shared `agentrl_shared.trainer.row_rewards` / `grpo_row_advantages` and `agentrl_shared.gigpo`.
 Official code cited as imported by lyq1119/SkillRise-reproduction-and-refinement@79bbd91 (upstream Within-yao/SkillRise).
 """
 
@@ -88,75 +85,3 @@ def mean_centered_advantages(
         return R - mean
     std = torch.tensor([stats[k][1] for k in keys])  # (N,)
     return (R - mean) / (std + eps)
-
-
-def discounted_step_returns(rewards: Sequence[float], *, gamma: float = 0.95) -> list[float]:
-    """G_t = r_t + gamma G_{t+1} over one episode's per-step environment rewards (core_gigpo.py
-    `compute_step_discounted_returns`, `algorithm.gamma` 0.95): a win at step T gives 10 gamma^(T-t) to step t."""
-    out, running = [0.0] * len(rewards), 0.0
-    for t in reversed(range(len(rewards))):
-        running = float(rewards[t]) + gamma * running
-        out[t] = running
-    return out
-
-
-def _group_normalize(values: Tensor, keys: Sequence[Hashable], *, single_mean: str, mode: str, eps: float) -> Tensor:
-    """(R - mean_key) [/ (std_key + eps)] over every row of a key (no de-duplication), unbiased std; a key with one row
-    has std 1 and mean 0 (`single_mean="zero"`, core_gigpo.py `episode_norm_reward`) or its own value
-    (`single_mean="self"`, `step_norm_reward`: a state visited once gets no step advantage)."""
-    per_key: dict[Hashable, list[float]] = {}
-    for k, v in zip(keys, values.tolist(), strict=True):
-        per_key.setdefault(k, []).append(v)
-    stats = {}
-    for k, vals in per_key.items():
-        if len(vals) == 1:
-            stats[k] = (0.0 if single_mean == "zero" else vals[0], 1.0)
-        else:
-            t = torch.tensor(vals)
-            stats[k] = (t.mean().item(), t.std(unbiased=True).item())
-    mean = torch.tensor([stats[k][0] for k in keys])  # (N,)
-    if mode == "mean_norm":
-        return values - mean
-    return (values - mean) / (torch.tensor([stats[k][1] for k in keys]) + eps)
-
-
-def gigpo_advantages(
-    episode_rewards: Sequence[float] | Tensor,
-    step_returns: Sequence[float] | Tensor,
-    groups: Sequence[Hashable],
-    anchors: Sequence[Hashable],
-    *,
-    step_advantage_w: float = 1.0,
-    mode: str = "mean_norm",
-    eps: float = 1e-6,
-) -> Tensor:
-    """GiGPO advantage of N rows (core_gigpo.py `compute_gigpo_outcome_advantage`, Eq. 3, 6-8 of the GiGPO paper).
-
-    A_i = A^E_i + w A^S_i with
-    - A^E: the row's episode reward (return, minus the invalid penalty) centred on the mean over every row of its
-      episode group (`episode_norm_reward` with `compute_mean_std_cross_all_data=True`: rows, not episodes, are the
-      samples), a group of one row has mean 0;
-    - A^S: the row's discounted step return centred on the mean over the rows of its group that acted on the
-      identical anchor observation (`build_step_group`: exact match of the raw observation, no history), a state seen
-      once has mean = its own return (A^S = 0);
-    `mode="mean_norm"` (verl-agent's GiGPO scripts) subtracts the mean only; `mean_std_norm` also divides by the
-    unbiased std + eps (std 1 for one row).
-
-    Args:
-        episode_rewards: (N,) per-row episode rewards.
-        step_returns: (N,) per-row discounted step returns (`discounted_step_returns`).
-        groups: N episode-group keys (the trials of one group replay the same task).
-        anchors: N anchor observations (hashable, e.g. the observation text the row acted on).
-    Returns:
-        (N,) advantages.
-    """
-    if mode not in ("mean_norm", "mean_std_norm"):
-        raise ValueError(f"Unknown GiGPO mode {mode!r}; valid: mean_norm, mean_std_norm.")
-    E = torch.as_tensor(episode_rewards, dtype=torch.float32).flatten()  # (N,)
-    S = torch.as_tensor(step_returns, dtype=torch.float32).flatten()  # (N,)
-    if not (len(E) == len(S) == len(groups) == len(anchors)):
-        raise ValueError(f"GiGPO inputs differ in length: {len(E)}, {len(S)}, {len(groups)}, {len(anchors)}.")
-    episode = _group_normalize(E, groups, single_mean="zero", mode=mode, eps=eps)
-    step_keys = [(g, a) for g, a in zip(groups, anchors, strict=True)]
-    step = _group_normalize(S, step_keys, single_mean="self", mode=mode, eps=eps)
-    return episode + step_advantage_w * step

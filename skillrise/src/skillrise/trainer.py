@@ -11,11 +11,12 @@ from collections import Counter
 import torch
 
 from agentrl_shared.envs.pool import EnvPool
+from agentrl_shared.gigpo import discounted_step_returns, gigpo_advantages, won_step_rewards
 from agentrl_shared.rollout import Row, episode_counts, metrics_from_counts
 from agentrl_shared.trainer import MultiTurnGRPOTrainer, grpo_row_advantages, row_rewards
 
 from .config import EnvConfig, SkillRiseConfig, make_env_factory, make_solve_prompt
-from .credit import discounted_step_returns, gigpo_advantages, mean_centered_advantages, trial_returns
+from .credit import mean_centered_advantages, trial_returns
 from .losses import step_loss
 from .trial import Trial, TrialRunner, trial_record
 
@@ -42,17 +43,14 @@ def gigpo_row_inputs(trials: list[Trial], gamma: float, reward_scale: float) -> 
     `Trial.rows()` order, for the GiGPO baseline (core_gigpo.py `compute_step_discounted_returns`, the rollout's
     `anchor` observations). Carry rows have none (GiGPO runs without a carry phase).
 
-    The step reward is `reward_scale * won` on an episode's last step and 0 before it: verl-agent's per-step reward
-    (`alfworld/envs.py` `compute_reward`: 10 * won on the winning step), on the scale of the episode reward
-    (`Trial.outcomes`), whatever the environment's own success reward is (TextRooms gives 1, ALFWorld 10)."""
+    The step reward is `reward_scale * won` on an episode's last step and 0 before it (`won_step_rewards`), on the
+    scale of the episode reward (`Trial.outcomes`)."""
     step_returns, anchors = [], []
     for t in trials:
         for p, ep in enumerate(t.episodes):
             if ep is None:
                 continue
-            rewards = [0.0] * len(ep.rows)
-            if ep.won:  # won: the last row's action won (an episode that failed at reset has no rows)
-                rewards[-1] = reward_scale
+            rewards = won_step_rewards(len(ep.rows), ep.won, reward_scale=reward_scale)
             step_returns += discounted_step_returns(rewards, gamma=gamma)
             obs = t.observations[p]
             anchors += [obs[k] if k < len(obs) else "" for k in range(len(ep.rows))]
@@ -77,7 +75,7 @@ class SkillRiseTrainer(MultiTurnGRPOTrainer):
       `credit.mean_centered_advantages` over keys (group, position, role) de-duplicated by trial (official
       `compute_skillrise_outcome_advantage`, mode `mean_norm`), curate rows scaled by `curate_loss_weight`;
       `advantage_mode="grpo"` uses verl-agent row GRPO instead (`grpo_row_advantages`, the GRPO baseline),
-      `advantage_mode="gigpo"` GiGPO (`credit.gigpo_advantages`: episode group + w x anchor-state step advantage).
+      `advantage_mode="gigpo"` GiGPO (`agentrl_shared.gigpo.gigpo_advantages`: episode group + w x anchor-state step advantage).
     - `_max_rows_per_item`: K * max_turns solve rows + (K - 1) curate rows per trial.
     - `_rollout_metrics`: `env/*` over every task played, `skillrise/*` per position and for curate rows, summed over
       all ranks.
