@@ -79,8 +79,9 @@ def test_trainer_score_gigpo_matches_a_naive_loop():
     ]
     fake = SimpleNamespace(
         env_config=SimpleNamespace(reward_scale=10.0),
-        args=SimpleNamespace(invalid_action_penalty_coef=0.1, advantage_mode="gigpo", step_gamma=0.9,
-                             step_advantage_w=0.5),  # fmt: skip
+        args=SimpleNamespace(
+            invalid_action_penalty_coef=0.1, advantage_mode="gigpo", step_gamma=0.9, step_advantage_w=0.5
+        ),
     )
     rows, adv = MultiTurnGRPOTrainer._score(fake, episodes)
 
