@@ -31,6 +31,12 @@ def test_cli_trains_two_steps_and_moves_every_parameter(tmp_path):
     # the results file names the trials of the last validation: mode and task ids per group, with its seed
     assert {name.split(":")[0] for name, _ in results["panel"]} == {"repeat", "cross"}
     assert {seed for _, seed in results["panel"]} == set(results["eval_seeds"])
+    # every validation's trial records, tagged with the rollouts done and the mode: the last ones are the panel's
+    records = [json.loads(line) for line in (out / "eval_trials.jsonl").read_text().splitlines()]
+    last = [r for r in records if r["rollouts"] == 2]
+    assert sorted((f"{r['mode']}:{','.join(r['task_ids'])}", r["seed"]) for r in last) == sorted(
+        (name, seed) for name, seed in results["panel"]
+    )
     n, same = changed_parameters(tiny_qwen3(), out / "final")
     assert n > 0 and same == [], f"unchanged parameters: {same}"
 

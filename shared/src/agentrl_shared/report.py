@@ -8,6 +8,7 @@ output folder (ignored by git); `collect_runs` is the one step that copies finis
 import json
 import shutil
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 
 from .config import ConfigError
@@ -147,12 +148,19 @@ def horizon_report(results: Path, scale: str, names: dict[str, str], path: Path)
     return markdown_table(header, rows)
 
 
-def paired_difference(runs: list[Path], baseline: list[Path], n_boot: int = 10_000) -> dict | None:
+def episode_outcomes(run: Path) -> dict[tuple, float]:
+    """Success (100 won, 0 lost or failed) per panel instance (task id, evaluation seed) of a run's final evaluation
+    (`final_episodes`); {} when the run kept no per-episode records."""
+    return {(e["task_id"], e["seed"]): 100.0 * bool(e["won"] and not e["failed"]) for e in final_episodes(run)}
+
+
+def paired_difference(runs: list[Path], baseline: list[Path], n_boot: int = 10_000,
+                      outcomes: Callable[[Path], dict[tuple, float]] = episode_outcomes) -> dict | None:  # fmt: skip
     """A method's success minus the baseline's on the same panel instances, with bootstrap 95 % intervals.
 
-    Runs are paired by training seed (`results.json` `seed`) and, within a pair, episodes by panel instance (task id,
-    evaluation seed) of the final evaluations (`final_episodes`): D[s, k], the difference (won 1/0, in points) at
-    training seed s and instance k. The mean is over all of D. Two intervals, each the 2.5 / 97.5 percentiles of the
+    Runs are paired by training seed (`results.json` `seed`) and, within a pair, outcomes by panel instance: `outcomes`
+    (default `episode_outcomes`: task id and evaluation seed of the final evaluation's episodes; SkillRise passes its
+    trials') gives D[s, k], the difference (in points) at training seed s and instance k. The mean is over all of D. Two intervals, each the 2.5 / 97.5 percentiles of the
     mean over `n_boot` resamples (fixed generator seed, so a report is reproducible):
     - `lo` / `hi`: the instances resampled with replacement, each instance's difference averaged over the seeds. It
       answers "would another panel of such tasks show the gap" for these trained models, not for another training run.
@@ -170,7 +178,7 @@ def paired_difference(runs: list[Path], baseline: list[Path], n_boot: int = 10_0
     def by_seed(folders: list[Path]) -> dict[int, dict[tuple, float]]:
         out = {}
         for run in folders:
-            won = {(e["task_id"], e["seed"]): 100.0 * bool(e["won"] and not e["failed"]) for e in final_episodes(run)}
+            won = outcomes(run)
             if won:
                 out[json.loads((run / "results.json").read_text())["seed"]] = won
         return out
@@ -200,15 +208,17 @@ def paired_difference(runs: list[Path], baseline: list[Path], n_boot: int = 10_0
             "better": int((diff > 0).sum()), "worse": int((diff < 0).sum())}  # fmt: skip
 
 
-def paired_markdown(runs: dict[str, list[Path]], baseline: str) -> str:
+def paired_markdown(runs: dict[str, list[Path]], baseline: str,
+                    outcomes: Callable[[Path], dict[tuple, float]] = episode_outcomes) -> str:  # fmt: skip
     """The table of each name's paired difference to `baseline` (a key of `runs`, run folders per name): the mean
     per-instance difference in success points, its bootstrap 95 % intervals over instances and over training seeds
-    and instances (`paired_difference`), and the mean difference at each seed; `not run` where nothing pairs."""
+    and instances (`paired_difference` on `outcomes`), and the mean difference at each seed; `not run` where nothing
+    pairs."""
     rows = []
     for name, folders in runs.items():
         if name == baseline:
             continue
-        d = paired_difference(folders, runs[baseline])
+        d = paired_difference(folders, runs[baseline], outcomes=outcomes)
         if d is None:
             rows.append([name, "not run", "not run", "not run", "0", "-", "-"])
             continue
@@ -222,10 +232,11 @@ def paired_markdown(runs: dict[str, list[Path]], baseline: str) -> str:
     return markdown_table(header, rows)
 
 
-def paired_table(results: Path, scale: str, names: dict[str, str], baseline: str) -> str:
+def paired_table(results: Path, scale: str, names: dict[str, str], baseline: str,
+                 outcomes: Callable[[Path], dict[tuple, float]] = episode_outcomes) -> str:  # fmt: skip
     """`paired_markdown` of the committed runs of `scale`, methods named by `names`, against `baseline` (a key)."""
     runs = {name: sorted((results / scale / method).glob("seed*")) for method, name in names.items()}
-    return paired_markdown(runs, names[baseline])
+    return paired_markdown(runs, names[baseline], outcomes)
 
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> str:

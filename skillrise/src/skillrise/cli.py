@@ -24,6 +24,7 @@ from agentrl_shared.cli import (
     check_plan,
     dump_config,
     eval_payload,
+    is_main_process,
     launch_flags,
     log_to_file,
     method_switches,
@@ -251,7 +252,8 @@ def play_panels(trainer, panels: dict[str, list[list[dict]]], seeds: list[int], 
 
 def train(cfg: dict, method: str = "run", output: Path = Path("runs/skillrise")) -> dict:
     """Train one configuration, then evaluate it on the panels of `panel_drawer` (`agentrl_shared.cli.run_training`); returns the
-    results payload (on every rank; files are written by the main process)."""
+    results payload (on every rank; files are written by the main process). Every validation's trial records go to
+    `<out>/eval_trials.jsonl`, tagged with the rollouts done and the mode (the per-instance outcomes `report` pairs)."""
     from agentrl_shared.evaluation import write_results
 
     from .trial import summarize_trials
@@ -264,11 +266,18 @@ def train(cfg: dict, method: str = "run", output: Path = Path("runs/skillrise"))
     carry = env.eval_carry_mode or args.carry_mode
 
     drawn: dict[str, list[list[dict]]] = {}  # the last validation's panel, for the results file
+    records_path = out / "eval_trials.jsonl"
+    if is_main_process() and not args.resume_from_checkpoint:
+        records_path.unlink(missing_ok=True)
 
     def evaluate(trainer) -> dict:  # a new panel at every validation where env.eval_panel = random (official)
         drawn.clear()
         drawn.update(draw())
         played = play_panels(trainer, drawn, seeds, env.eval_temperature, carry)
+        if trainer.accelerator.is_main_process:
+            with records_path.open("a") as f:
+                f.writelines(json.dumps({"rollouts": trainer.rollouts_done, "mode": mode, **r}) + "\n"
+                             for mode, records in played.items() for r in records)  # fmt: skip
         return {mode: summarize_trials(records, mode, seeds) for mode, records in played.items()}
 
     trainer = build_trainer(cfg)

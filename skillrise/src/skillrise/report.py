@@ -12,13 +12,24 @@ import statistics
 from pathlib import Path
 
 from agentrl_shared.mechanisms import file_mechanisms, load_mechanisms
-from agentrl_shared.report import collect_runs, load_runs, markdown_table, mean_std, plot_curves, replace_block
+from agentrl_shared.report import (
+    collect_runs,
+    load_runs,
+    markdown_table,
+    mean_std,
+    paired_table,
+    plot_curves,
+    replace_block,
+)
 
 from .mechanisms import table as mechanisms_table
 
 
 logger = logging.getLogger(__name__)
-RUN_FILES = ("results.json", "eval_curve.jsonl", "config.json")
+# the per-trial records of a training run's validations (`eval_trials.jsonl`) or of an evaluation
+# (`trials_<mode>.jsonl`): the outcomes `repeat_outcomes` pairs
+RUN_FILES = ("results.json", "eval_curve.jsonl", "config.json", "eval_trials.jsonl", "trials_repeat.jsonl",
+             "trials_cross.jsonl")  # fmt: skip
 METHOD_NAMES = {"untrained": "Untrained (skill carry)", "grpo": "GRPO (group 24 matched; 12 at CPU scale)",
                 "gigpo": "GiGPO (group 24 matched; 12 at CPU scale)", "no_carry": "No carry",
                 "reflect": "No-carry training, LaMer reflect carry at validation", "skillrise": "SkillRise"}  # fmt: skip
@@ -42,6 +53,22 @@ def metric_rows(env: str, model: str, runs: dict[str, list[dict]], K: int) -> li
             values = [p["final"][mode][key] for p in payloads if key in p["final"].get(mode, {})]
             rows.append([env, model, name, label, PAPER, mean_std(values), commits])
     return rows
+
+
+def repeat_outcomes(run: Path) -> dict[tuple, float]:
+    """Repeat-mode pass@1 per panel instance (a trial's task ids and evaluation seed) of a run's final evaluation, for
+    `paired_table`: 100 when the first attempt won, 0 when it lost or the trial failed. From `eval_trials.jsonl` (a
+    training run: the last validation's repeat records), else `trials_repeat.jsonl` (an evaluation); {} when the run
+    kept neither (runs filed before the records were kept)."""
+    if (run / "eval_trials.jsonl").exists():
+        records = [json.loads(line) for line in (run / "eval_trials.jsonl").read_text().splitlines() if line]
+        last = max((r["rollouts"] for r in records), default=None)
+        records = [r for r in records if r["rollouts"] == last and r["mode"] == "repeat"]
+    elif (run / "trials_repeat.jsonl").exists():
+        records = [json.loads(line) for line in (run / "trials_repeat.jsonl").read_text().splitlines() if line]
+    else:
+        return {}
+    return {(tuple(r["task_ids"]), r["seed"]): 100.0 * bool(r["won"][0] and not r["failed"]) for r in records}
 
 
 def curves(runs: dict[str, list[dict]], path: Path, title: str) -> None:
@@ -108,6 +135,7 @@ def report(readme: Path, runs: Path | None = None) -> None:
     table = markdown_table(HEADER, metric_rows("TextRooms", "SmolLM2-135M-Instruct", cpu, 3))
     notes = "\n\n".join(line for line in (warm_start_line(cpu.get("warmstart", [])), times_line(cpu)) if line)
     text = replace_block(text, "results-cpu", f"{table}\n\n{notes}")
+    text = replace_block(text, "paired-cpu", paired_table(results, "cpu", METHOD_NAMES, "grpo", repeat_outcomes))
     paper = load_runs(results, "paper")
     rows = []
     for env, model in (("scienceworld", "Qwen3-4B"), ("alfworld", "Qwen3-4B"), ("webshop", "Qwen3-4B")):
