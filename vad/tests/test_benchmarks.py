@@ -230,6 +230,9 @@ def test_streaming_evaluation_writes_as_it_goes_and_resumes(data_root, tmp_path)
     assert sum(calls) == total
     assert result["scores"]["vstar"] == 100.0 and result["scores"]["pope"] == 50.0
     assert result["scores"]["cvbench"] == 100.0 and result["details"]["cvbench"]["n"] == 4
+    for name, (count, *_) in EXPECTED.items():  # every item graded, listed once by its uid
+        assert len(result["details"][name]["items"]) == count, name
+    assert list(result["details"]["vstar"]["items"].values()) == [True] * 3  # accuracy 100 on 3 items
     assert "Avg6" in result["scores"] and "Avg4" in result["scores"]
     assert json.loads((out / "scores.json").read_text()) == result
     # resume: a rerun generates nothing; a torn last line and a lost item are redone

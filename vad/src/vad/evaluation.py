@@ -219,10 +219,12 @@ def grading(records: list[dict]) -> dict[str, int]:
 
 
 def collect_scores(out: Path, names: Iterable[str]) -> dict:
-    """Read every rank's lines back (one small dict per item) and compute each benchmark's metric and the averages."""
+    """Read every rank's lines back (one small dict per item) and compute each benchmark's metric and the averages;
+    each benchmark's details also list its items, uid -> graded correct (the exact panel a result was computed on,
+    for pairing two models item by item)."""
     details, scores = {}, {}
     for name in names:
-        seen, records = set(), []
+        seen, records, items = set(), [], {}
         for path in sorted((out / name).glob("rank*.jsonl")):
             for line in path.open(encoding="utf-8"):
                 try:
@@ -231,11 +233,13 @@ def collect_scores(out: Path, names: Iterable[str]) -> dict:
                     continue
                 if rec["uid"] not in seen:
                     seen.add(rec["uid"])
+                    items[rec["uid"]] = bool(rec["correct"])
                     records.append({"correct": rec["correct"], "answer": rec["answer"], "info": rec["info"],
                                     "source": rec.get("source", "rule"), "judge_failed": bool(rec.get("judge_error"))})  # fmt: skip
         if records:
             details[name] = benchmark_score(name, records)
             details[name]["graded_by"] = grading(records)
+            details[name]["items"] = dict(sorted(items.items()))
             scores[name] = details[name]["score"]
     return {"scores": {**scores, **averages(scores)}, "details": details}
 
