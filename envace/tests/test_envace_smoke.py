@@ -44,6 +44,11 @@ def test_cli_trains_two_steps_and_moves_every_parameter(tmp_path, scripted_gener
     assert sum(h["envace/simulator_rows"] for h in logs) > 0  # the rehearsal role was trained too
     assert 0.0 <= results["final"]["reward_mean"] <= 1.0
     assert results["panel"] and {seed for _, seed in results["panel"]} == set(results["eval_seeds"])
+    # every panel evaluation's per-task records, tagged with the rollouts done: the last ones are the panel's
+    records = [json.loads(line) for line in (out / "eval_episodes.jsonl").read_text().splitlines()]
+    assert sorted((r["task_id"], r["seed"]) for r in records if r["rollouts"] == 2) == sorted(
+        (task_id, seed) for task_id, seed in results["panel"]
+    )
     assert sum(p.calls["simulator"] for p in scripted_generation) > 0
     n, same = changed_parameters(tiny_qwen3(), out / "final")
     assert n > 0 and same == [], f"unchanged parameters: {same}"

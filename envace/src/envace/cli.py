@@ -24,6 +24,7 @@ from agentrl_shared.cli import (
     check_plan,
     dump_config,
     eval_payload,
+    is_main_process,
     launch_flags,
     log_to_file,
     method_switches,
@@ -178,7 +179,8 @@ def train(cfg: dict, method: str = "run", output: Path = Path("runs/envace"), sp
     """Train one configuration, then evaluate it on the fixed panel (`agentrl_shared.cli.run_training`: every
     evaluation on every rank); returns the results payload (on every rank; files are written by the main process).
     `split="val"` (`envace tune`): evaluated on the validation split instead, under rehearsal and with the real
-    tools (`tune.validation_summary`), never on the panel."""
+    tools (`tune.validation_summary`), never on the panel. Every panel evaluation's per-task records go to
+    `<out>/eval_episodes.jsonl`, tagged with the rollouts done (the per-instance outcomes `report` pairs)."""
     from agentrl_shared.evaluation import write_results
 
     from .trainer import SIMULATOR_DIR, make_collector
@@ -190,6 +192,9 @@ def train(cfg: dict, method: str = "run", output: Path = Path("runs/envace"), sp
     resolved = dump_config(cfg, out, headline(cfg))
     trainer, panel = build_trainer(cfg, split)
     seeds = env.eval_seeds
+    records_path = out / "eval_episodes.jsonl"
+    if is_main_process() and not args.resume_from_checkpoint:
+        records_path.unlink(missing_ok=True)
 
     def evaluate(trainer) -> dict:
         if split == "val":
@@ -197,7 +202,11 @@ def train(cfg: dict, method: str = "run", output: Path = Path("runs/envace"), sp
 
             return validation_summary(trainer, panel, cfg)
         collector = make_collector(args, env, trainer.processing_class, env.eval_tool_return_mode)
-        return summarize([trajectory_record(t, s) for t, s in play_panel(trainer, panel, seeds, collector)], seeds)
+        records = [trajectory_record(t, s) for t, s in play_panel(trainer, panel, seeds, collector)]
+        if trainer.accelerator.is_main_process:
+            with records_path.open("a") as f:
+                f.writelines(json.dumps({"rollouts": trainer.rollouts_done, **r}) + "\n" for r in records)
+        return summarize(records, seeds)
 
     warn_launch_size(cfg, trainer)
     # a signal stops training with a checkpoint and ends the command (`Stopped`): `reproduce` resumes it

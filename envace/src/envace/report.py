@@ -11,14 +11,25 @@ import logging
 from pathlib import Path
 
 from agentrl_shared.mechanisms import file_mechanisms, load_mechanisms
-from agentrl_shared.report import collect_runs, load_runs, markdown_table, mean_std, plot_curves, replace_block
+from agentrl_shared.report import (
+    collect_runs,
+    final_episodes,
+    load_runs,
+    markdown_table,
+    mean_std,
+    paired_table,
+    plot_curves,
+    replace_block,
+)
 
 from .mechanisms import table as mechanisms_table
 from .tune import table as tune_table
 
 
 logger = logging.getLogger(__name__)
-RUN_FILES = ("results.json", "eval_curve.jsonl", "config.json")
+# with the per-task records of a training run's evaluations (`eval_episodes.jsonl`) or of an evaluation
+# (`episodes.jsonl`): the outcomes `reward_outcomes` pairs
+RUN_FILES = ("results.json", "eval_curve.jsonl", "config.json", "eval_episodes.jsonl", "episodes.jsonl")
 CPU_METHODS = {
     "untrained": "untrained (SmolLM2-135M-Instruct)",
     "caller_only_real": "caller-only, real tools",
@@ -58,6 +69,12 @@ def cpu_table(runs: dict[str, list[dict]]) -> str:
             rows.append([f"generated tool tasks ({panel}-task eval panel, real tools)", label, metric,
                          "n/a (our tasks)", mean_std(values), commits])  # fmt: skip
     return markdown_table(HEADER, rows) + "\n\n" + warm_start_line(runs.get("warmstart", []))
+
+
+def reward_outcomes(run: Path) -> dict[tuple, float]:
+    """The episode reward R (in points) per panel instance (task id, evaluation seed) of a run's final evaluation, for
+    `paired_table`; {} for a run filed before its per-task records were kept."""
+    return {(r["task_id"], r["seed"]): 100.0 * r["reward"] for r in final_episodes(run)}
 
 
 def reward_plot(runs: dict[str, list[dict]], path: Path) -> bool:
@@ -173,6 +190,10 @@ def report(readme: Path, runs: Path | None = None) -> None:
     text = readme.read_text()
     cpu_runs = load_runs(results, "cpu")
     text = replace_block(text, "results-cpu", cpu_table(cpu_runs))
+    names = {method: label.replace(" N={n}", "") for method, label in CPU_METHODS.items()}
+    text = replace_block(
+        text, "paired-cpu", paired_table(results, "cpu", names, "caller_only_real", reward_outcomes, "reward R")
+    )
     if reward_plot(cpu_runs, results / "cpu" / "reward.png"):
         logger.info(f"report: wrote {results / 'cpu' / 'reward.png'}")
     text = replace_block(

@@ -156,12 +156,14 @@ def episode_outcomes(run: Path) -> dict[tuple, float]:
 
 def paired_difference(runs: list[Path], baseline: list[Path], n_boot: int = 10_000,
                       outcomes: Callable[[Path], dict[tuple, float]] = episode_outcomes) -> dict | None:  # fmt: skip
-    """A method's success minus the baseline's on the same panel instances, with bootstrap 95 % intervals.
+    """A method's success (or another per-instance outcome) minus the baseline's on the same panel instances, with
+    bootstrap 95 % intervals.
 
     Runs are paired by training seed (`results.json` `seed`) and, within a pair, outcomes by panel instance: `outcomes`
-    (default `episode_outcomes`: task id and evaluation seed of the final evaluation's episodes; SkillRise passes its
-    trials') gives D[s, k], the difference (in points) at training seed s and instance k. The mean is over all of D. Two intervals, each the 2.5 / 97.5 percentiles of the
-    mean over `n_boot` resamples (fixed generator seed, so a report is reproducible):
+    (default `episode_outcomes`: success per task id and evaluation seed of the final evaluation's episodes; SkillRise
+    and EnvACE pass their own) gives D[s, k], the difference (in points) at training seed s and instance k. The mean
+    is over all of D. Two intervals, each the 2.5 / 97.5 percentiles of the mean over `n_boot` resamples (fixed
+    generator seed, so a report is reproducible):
     - `lo` / `hi`: the instances resampled with replacement, each instance's difference averaged over the seeds. It
       answers "would another panel of such tasks show the gap" for these trained models, not for another training run.
     - `lo_seeds` / `hi_seeds` (None with one seed): training seeds and instances resampled together, each with
@@ -209,11 +211,12 @@ def paired_difference(runs: list[Path], baseline: list[Path], n_boot: int = 10_0
 
 
 def paired_markdown(runs: dict[str, list[Path]], baseline: str,
-                    outcomes: Callable[[Path], dict[tuple, float]] = episode_outcomes) -> str:  # fmt: skip
+                    outcomes: Callable[[Path], dict[tuple, float]] = episode_outcomes,
+                    metric: str = "success") -> str:  # fmt: skip
     """The table of each name's paired difference to `baseline` (a key of `runs`, run folders per name): the mean
-    per-instance difference in success points, its bootstrap 95 % intervals over instances and over training seeds
-    and instances (`paired_difference` on `outcomes`), and the mean difference at each seed; `not run` where nothing
-    pairs."""
+    per-instance difference in points of `metric` (what `outcomes` gives), its bootstrap 95 % intervals over
+    instances and over training seeds and instances (`paired_difference`), and the mean difference at each seed;
+    `not run` where nothing pairs."""
     rows = []
     for name, folders in runs.items():
         if name == baseline:
@@ -226,17 +229,18 @@ def paired_markdown(runs: dict[str, list[Path]], baseline: str,
         rows.append([name, f"{d['mean']:+.1f}", f"[{d['lo']:+.1f}, {d['hi']:+.1f}]", seeds,
                      f"{d['instances']} x {d['seeds']}", " / ".join(f"{x:+.1f}" for x in d["per_seed"]),
                      f"{d['better']} / {d['worse']}"])  # fmt: skip
-    header = [f"Method - {baseline}", "success pts (paired mean)", "95 % interval, instances resampled",
+    header = [f"Method - {baseline}", f"{metric} pts (paired mean)", "95 % interval, instances resampled",
               "95 % interval, seeds and instances resampled", "panel instances x seeds", "per seed",
               "instances better / worse"]  # fmt: skip
     return markdown_table(header, rows)
 
 
 def paired_table(results: Path, scale: str, names: dict[str, str], baseline: str,
-                 outcomes: Callable[[Path], dict[tuple, float]] = episode_outcomes) -> str:  # fmt: skip
+                 outcomes: Callable[[Path], dict[tuple, float]] = episode_outcomes,
+                 metric: str = "success") -> str:  # fmt: skip
     """`paired_markdown` of the committed runs of `scale`, methods named by `names`, against `baseline` (a key)."""
     runs = {name: sorted((results / scale / method).glob("seed*")) for method, name in names.items()}
-    return paired_markdown(runs, names[baseline], outcomes)
+    return paired_markdown(runs, names[baseline], outcomes, metric)
 
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> str:

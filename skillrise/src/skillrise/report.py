@@ -135,7 +135,9 @@ def report(readme: Path, runs: Path | None = None) -> None:
     table = markdown_table(HEADER, metric_rows("TextRooms", "SmolLM2-135M-Instruct", cpu, 3))
     notes = "\n\n".join(line for line in (warm_start_line(cpu.get("warmstart", [])), times_line(cpu)) if line)
     text = replace_block(text, "results-cpu", f"{table}\n\n{notes}")
-    text = replace_block(text, "paired-cpu", paired_table(results, "cpu", METHOD_NAMES, "grpo", repeat_outcomes))
+    text = replace_block(
+        text, "paired-cpu", paired_table(results, "cpu", METHOD_NAMES, "grpo", repeat_outcomes, "repeat pass@1")
+    )
     paper = load_runs(results, "paper")
     rows = []
     for env, model in (("scienceworld", "Qwen3-4B"), ("alfworld", "Qwen3-4B"), ("webshop", "Qwen3-4B")):
