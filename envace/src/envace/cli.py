@@ -24,7 +24,7 @@ from agentrl_shared.cli import (
     check_plan,
     dump_config,
     eval_payload,
-    is_main_process,
+    eval_records,
     launch_flags,
     log_to_file,
     method_switches,
@@ -192,9 +192,7 @@ def train(cfg: dict, method: str = "run", output: Path = Path("runs/envace"), sp
     resolved = dump_config(cfg, out, headline(cfg))
     trainer, panel = build_trainer(cfg, split)
     seeds = env.eval_seeds
-    records_path = out / "eval_episodes.jsonl"
-    if is_main_process() and not args.resume_from_checkpoint:
-        records_path.unlink(missing_ok=True)
+    log_records = eval_records(out / "eval_episodes.jsonl", args.resume_from_checkpoint)
 
     def evaluate(trainer) -> dict:
         if split == "val":
@@ -203,9 +201,7 @@ def train(cfg: dict, method: str = "run", output: Path = Path("runs/envace"), sp
             return validation_summary(trainer, panel, cfg)
         collector = make_collector(args, env, trainer.processing_class, env.eval_tool_return_mode)
         records = [trajectory_record(t, s) for t, s in play_panel(trainer, panel, seeds, collector)]
-        if trainer.accelerator.is_main_process:
-            with records_path.open("a") as f:
-                f.writelines(json.dumps({"rollouts": trainer.rollouts_done, **r}) + "\n" for r in records)
+        log_records(trainer, records)
         return summarize(records, seeds)
 
     warn_launch_size(cfg, trainer)

@@ -17,7 +17,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
@@ -116,6 +116,21 @@ def append_jsonl(path: Path, record: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as f:
         f.write(json.dumps(record) + "\n")
+
+
+def eval_records(path: Path, resume) -> Callable[[object, Iterable[dict]], None]:
+    """The writer of a training run's per-instance evaluation records (`report` pairs them): `write(trainer, records)`
+    appends one JSON line per record to `path`, tagged with `trainer.rollouts_done`, on the main process only. A fresh
+    run (`resume` falsy) starts the file anew; a resumed one appends (`report` reads the last evaluation's lines)."""
+    if is_main_process() and not resume:
+        path.unlink(missing_ok=True)
+
+    def write(trainer, records: Iterable[dict]) -> None:
+        if trainer.accelerator.is_main_process:
+            with path.open("a") as f:
+                f.writelines(json.dumps({"rollouts": trainer.rollouts_done, **r}) + "\n" for r in records)
+
+    return write
 
 
 def env_tasks(env, split: str) -> list[dict]:
@@ -280,15 +295,12 @@ def train_on_episodes(trainer_cls, cfg: dict, method: str, out: Path, headline: 
     tasks = env_tasks(env, env.train_split)
     panel, seeds = load_panel(env)
 
-    records_path = out / "eval_episodes.jsonl"  # every evaluation's per-episode records (horizon analyses)
-    if is_main_process() and not args.resume_from_checkpoint:
-        records_path.unlink(missing_ok=True)
+    # every evaluation's per-episode records (paired tables, horizon analyses)
+    log_records = eval_records(out / "eval_episodes.jsonl", args.resume_from_checkpoint)
 
     def evaluate(trainer) -> dict:
         records = [episode_record(e) for e in trainer.evaluate_panel(panel, seeds, env.eval_temperature)]
-        if trainer.accelerator.is_main_process:
-            with records_path.open("a") as f:
-                f.writelines(json.dumps({"rollouts": trainer.rollouts_done, **r}) + "\n" for r in records)
+        log_records(trainer, records)
         return summarize(records, seeds)
 
     trainer = trainer_cls(path, args, env, tasks, processing_class=tok, peft_config=peft_config(model_cfg.lora))

@@ -24,7 +24,7 @@ from agentrl_shared.cli import (
     check_plan,
     dump_config,
     eval_payload,
-    is_main_process,
+    eval_records,
     launch_flags,
     log_to_file,
     method_switches,
@@ -266,18 +266,13 @@ def train(cfg: dict, method: str = "run", output: Path = Path("runs/skillrise"))
     carry = env.eval_carry_mode or args.carry_mode
 
     drawn: dict[str, list[list[dict]]] = {}  # the last validation's panel, for the results file
-    records_path = out / "eval_trials.jsonl"
-    if is_main_process() and not args.resume_from_checkpoint:
-        records_path.unlink(missing_ok=True)
+    log_records = eval_records(out / "eval_trials.jsonl", args.resume_from_checkpoint)
 
     def evaluate(trainer) -> dict:  # a new panel at every validation where env.eval_panel = random (official)
         drawn.clear()
         drawn.update(draw())
         played = play_panels(trainer, drawn, seeds, env.eval_temperature, carry)
-        if trainer.accelerator.is_main_process:
-            with records_path.open("a") as f:
-                f.writelines(json.dumps({"rollouts": trainer.rollouts_done, "mode": mode, **r}) + "\n"
-                             for mode, records in played.items() for r in records)  # fmt: skip
+        log_records(trainer, ({"mode": mode, **r} for mode, records in played.items() for r in records))
         return {mode: summarize_trials(records, mode, seeds) for mode, records in played.items()}
 
     trainer = build_trainer(cfg)
