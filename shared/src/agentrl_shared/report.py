@@ -84,15 +84,16 @@ def mean_std(values: list[float], scale: float = 100.0) -> str:
     return f"{m:.1f} +- {statistics.stdev(values) * scale:.1f} ({len(values)} seeds)"
 
 
-def final_episodes(run: Path) -> list[dict]:
-    """The per-episode records of a run's final evaluation: the last evaluation in `eval_episodes.jsonl` (a training
-    run, every evaluation tagged with `rollouts`), else `episodes.jsonl` (a standalone evaluation); [] if neither."""
-    if (run / "eval_episodes.jsonl").exists():
-        records = [json.loads(line) for line in (run / "eval_episodes.jsonl").read_text().splitlines() if line]
+def final_episodes(run: Path, trained: str = "eval_episodes.jsonl", evaluated: str = "episodes.jsonl") -> list[dict]:
+    """The per-instance records of a run's final evaluation: the last evaluation in `trained` (a training run, every
+    evaluation tagged with `rollouts`, `cli.eval_records`), else `evaluated` (a standalone evaluation); [] if neither.
+    SkillRise's trials: `eval_trials.jsonl` / `trials_<mode>.jsonl`."""
+    if (run / trained).exists():
+        records = [json.loads(line) for line in (run / trained).read_text().splitlines() if line]
         last = max((r["rollouts"] for r in records), default=None)
         return [r for r in records if r["rollouts"] == last]
-    if (run / "episodes.jsonl").exists():
-        return [json.loads(line) for line in (run / "episodes.jsonl").read_text().splitlines() if line]
+    if (run / evaluated).exists():
+        return [json.loads(line) for line in (run / evaluated).read_text().splitlines() if line]
     return []
 
 

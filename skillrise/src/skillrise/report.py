@@ -14,6 +14,7 @@ from pathlib import Path
 from agentrl_shared.mechanisms import file_mechanisms, load_mechanisms
 from agentrl_shared.report import (
     collect_runs,
+    final_episodes,
     load_runs,
     markdown_table,
     mean_std,
@@ -60,14 +61,8 @@ def repeat_outcomes(run: Path) -> dict[tuple, float]:
     `paired_table`: 100 when the first attempt won, 0 when it lost or the trial failed. From `eval_trials.jsonl` (a
     training run: the last validation's repeat records), else `trials_repeat.jsonl` (an evaluation); {} when the run
     kept neither (runs filed before the records were kept)."""
-    if (run / "eval_trials.jsonl").exists():
-        records = [json.loads(line) for line in (run / "eval_trials.jsonl").read_text().splitlines() if line]
-        last = max((r["rollouts"] for r in records), default=None)
-        records = [r for r in records if r["rollouts"] == last and r["mode"] == "repeat"]
-    elif (run / "trials_repeat.jsonl").exists():
-        records = [json.loads(line) for line in (run / "trials_repeat.jsonl").read_text().splitlines() if line]
-    else:
-        return {}
+    records = [r for r in final_episodes(run, "eval_trials.jsonl", "trials_repeat.jsonl")
+               if r.get("mode", "repeat") == "repeat"]  # fmt: skip
     return {(tuple(r["task_ids"]), r["seed"]): 100.0 * bool(r["won"][0] and not r["failed"]) for r in records}
 
 
