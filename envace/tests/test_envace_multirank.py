@@ -68,6 +68,8 @@ def test_two_ranks_zero3_rollout_step_and_last_rollout_eval_match_a_naive_loop(t
     assert results["num_processes"] == 2 and results["rollouts"] == 1 and results["steps"] == 1
     assert [p["rollouts"] for p in results["curve"]] == [1]  # the last rollout's evaluation, reused as the final
     assert results["final"]["num_episodes"] == 3  # the whole panel, over both ranks
+    records = [json.loads(line) for line in (out / "eval_episodes.jsonl").read_text().splitlines()]
+    assert [r["rollouts"] for r in records] == [1, 1, 1]  # that evaluation's episodes, written once
 
     ranks = [torch.load(out / f"rank{r}_rollout.pt") for r in (0, 1)]
     rows = [row for rank in ranks for row in rank["rows"]]

@@ -64,6 +64,9 @@ def test_two_ranks_zero3_rollout_step_and_last_evaluation_match_a_naive_loop(tmp
     # the evaluation of the last rollout is the final one, shared by both ranks (rank 1 played an empty chunk)
     assert [p["rollouts"] for p in results["curve"]] == [1]
     assert results["final"]["repeat"]["num_trials"] == 1 and results["final"]["cross"]["num_trials"] == 1
+    records = [json.loads(line) for line in (out / "eval_trials.jsonl").read_text().splitlines()]
+    # that evaluation's trials, one per panel group and mode, written once (by the main process only)
+    assert sorted((r["rollouts"], r["mode"]) for r in records) == [(1, "cross"), (1, "repeat")]
     log = next(h for h in results["log_history"] if "env/num_episodes" in h)
     assert log["env/num_episodes"] == 16  # 4 trials x K 2 tasks per rank, reduced over ranks
     # rank 0: 4 trials x (1 + 1 curate + 1); rank 1: groups with seeds 2 and 3, 2 x (3 + 1 + 3) + 2 x (1 + 1 + 1)
