@@ -50,11 +50,11 @@ def test_cli_trains_two_steps_and_moves_every_parameter(tmp_path):
 def test_cli_trains_the_baselines(tmp_path, method):
     out = tmp_path / method
     # token granularity through RLSD; Skill-SD adds its loss term (one step is enough to see it logged); GiGPO's
-    # advantages go through the same loss as GRPO's
+    # advantages go through the same loss as GRPO's, and it logs its step groups
     main(["train", "--config", "smoke", "--method", method, f"trainer.output_dir={out}", "trainer.num_rollouts=1"])
     results = json.loads((out / "results.json").read_text())
     logs = [h for h in results["log_history"] if "loss" in h]
-    assert {"rlsd": "rlsd/lambda", "skill_sd": "skillsd/loss", "gigpo": "loss"}[method] in logs[0]
+    assert {"rlsd": "rlsd/lambda", "skill_sd": "skillsd/loss", "gigpo": "gigpo/step_group_size_mean"}[method] in logs[0]
     assert results["config"]["trainer"]["advantage_mode"] == ("gigpo" if method == "gigpo" else "grpo")
 
 

@@ -105,7 +105,16 @@ def test_trainer_score_gigpo_matches_a_naive_loop():
     assert adv[kept].tolist() == pytest.approx(expected, abs=1e-5)
     assert rows[4].reward == pytest.approx(-0.1) and rows[0].episode_return == 10.0
 
+    # the step groups of the scored rows: s0, s1 (2 rows each), s2; t0 (2 rows), t1: 8 rows in 5 groups, 2 of one row
+    fake._all_ranks = lambda value: [value]
+    metrics = MultiTurnGRPOTrainer._rollout_metrics(fake, episodes, rows)
+    assert metrics["gigpo/step_group_size_mean"] == pytest.approx(8 / 5)
+    assert metrics["gigpo/step_group_single_ratio"] == pytest.approx(2 / 5)
+    assert metrics["gigpo/step_grouped_row_ratio"] == pytest.approx(6 / 8)
+    assert metrics["env/num_episodes"] == 5.0
+
     fake.args.advantage_mode = "grpo"
+    assert not any(k.startswith("gigpo/") for k in MultiTurnGRPOTrainer._rollout_metrics(fake, episodes, rows))
     _, grpo = MultiTurnGRPOTrainer._score(fake, episodes)
     rewards = torch.tensor([10.0 * (e.won) - (0.0 if r.is_action_valid else 0.1) for e in episodes for r in e.rows])
     groups = torch.tensor([r.group_id for r in rows])

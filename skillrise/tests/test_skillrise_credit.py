@@ -115,3 +115,15 @@ def test_gigpo_row_inputs_follow_trial_rows():
     assert gigpo_row_inputs([crashed], gamma=0.95, reward_scale=10.0) == ([], [])
     rows, returns, *_ = trial_row_returns([t1, t2], 10.0, 0.6)
     assert [r.action for r in rows] == ["a0", "a1", "a0"] and returns == [10.0, 10.0, 0.0]
+
+    # the step groups `_score` forms from them, as `_rollout_metrics` logs them: s0 (2 rows) and s1 (1 row)
+    from types import SimpleNamespace
+
+    from skillrise.trainer import SkillRiseTrainer
+
+    fake = SimpleNamespace(group_size_k=1, env_config=SimpleNamespace(reward_scale=10.0), _all_ranks=lambda v: [v],
+                           args=SimpleNamespace(advantage_mode="gigpo", step_gamma=0.95))  # fmt: skip
+    metrics = SkillRiseTrainer._rollout_metrics(fake, [t1, t2], rows)
+    assert metrics["gigpo/step_group_size_mean"] == pytest.approx(1.5)
+    assert metrics["gigpo/step_group_single_ratio"] == pytest.approx(0.5)
+    assert metrics["gigpo/step_grouped_row_ratio"] == pytest.approx(2 / 3)

@@ -41,6 +41,15 @@ def test_cli_trains_two_steps_and_moves_every_parameter(tmp_path):
     assert n > 0 and same == [], f"unchanged parameters: {same}"
 
 
+def test_cli_trains_the_gigpo_baseline_and_logs_its_step_groups(tmp_path):
+    out = tmp_path / "gigpo"
+    main(["train", "--config", "smoke", "--method", "gigpo", f"trainer.output_dir={out}", "trainer.num_rollouts=1"])
+    results = json.loads((out / "results.json").read_text())
+    log = next(h for h in results["log_history"] if "loss" in h)
+    assert log["gigpo/step_group_size_mean"] >= 1.0 and 0.0 <= log["gigpo/step_grouped_row_ratio"] <= 1.0
+    assert results["config"]["trainer"]["advantage_mode"] == "gigpo"
+
+
 def test_cli_rejects_bad_values_in_one_line(tmp_path):
     with pytest.raises(SystemExit, match="carry_mode"):
         main(["train", "--config", "smoke", "trainer.carry_mode=memory", f"trainer.output_dir={tmp_path}"])

@@ -3,9 +3,10 @@
 `compute_step_discounted_returns`, `compute_gigpo_outcome_advantage`; the same file ships in the SkillRise and SDAR
 imports): an episode-group advantage plus w x a step advantage over the rows of a group that acted on the identical
 anchor observation. Pure functions; `MultiTurnGRPOTrainer._score` (`advantage_mode="gigpo"`) and SkillRise's GiGPO
-baseline call them.
+baseline call them, and their `_rollout_metrics` log the step groups' sizes (`step_group_counts`).
 """
 
+from collections import Counter
 from collections.abc import Hashable, Sequence
 
 import torch
@@ -95,4 +96,31 @@ def gigpo_advantages(
     return episode + step_advantage_w * step
 
 
-__all__ = ["discounted_step_returns", "gigpo_advantages", "won_step_rewards"]
+def step_group_counts(groups: Sequence[Hashable], anchors: Sequence[Hashable]) -> dict[str, int]:
+    """Sums over the step groups of N rows, keyed (group, anchor) as `gigpo_advantages` forms them: groups, rows, and
+    groups of one row (a state no other episode of its group acted on: A^S = 0). Add them over ranks, then
+    `step_group_metrics`; verl-agent prints the same distribution each step (core_gigpo.py `summarize_group_size`)."""
+    sizes = Counter(zip(groups, anchors, strict=True)).values()
+    return {"step_groups": len(sizes), "step_group_rows": sum(sizes), "step_groups_single": sum(n == 1 for n in sizes)}
+
+
+def step_group_metrics(counts: dict[str, float]) -> dict[str, float]:
+    """`gigpo/step_group_size_mean` (rows per step group), `gigpo/step_group_single_ratio` (the share of step groups
+    with one row) and `gigpo/step_grouped_row_ratio` (the share of rows in a step group of two or more: the rows the
+    step advantage can act on) from `step_group_counts` summed over ranks."""
+    groups, rows = counts.get("step_groups", 0), counts.get("step_group_rows", 0)
+    single = counts.get("step_groups_single", 0)
+    return {
+        "gigpo/step_group_size_mean": rows / max(groups, 1),
+        "gigpo/step_group_single_ratio": single / max(groups, 1),
+        "gigpo/step_grouped_row_ratio": (rows - single) / max(rows, 1),
+    }
+
+
+__all__ = [
+    "discounted_step_returns",
+    "gigpo_advantages",
+    "step_group_counts",
+    "step_group_metrics",
+    "won_step_rewards",
+]

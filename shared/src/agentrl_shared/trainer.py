@@ -38,7 +38,7 @@ from .generation import (
     sync_vllm_weights,
     trainer_generate_fn,
 )
-from .gigpo import discounted_step_returns, gigpo_advantages, won_step_rewards
+from .gigpo import discounted_step_returns, gigpo_advantages, step_group_counts, step_group_metrics, won_step_rewards
 from .lora import adapters_disabled
 from .prefix import shared_prefix_logps, shared_prefix_logps_and_entropies
 from .rollout import (
@@ -152,7 +152,8 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
       (the self-teacher of SDAR and AgentOPSD; AgentOPSD's advantage reshaping); `old`: theta_old's log-probs where
       the base recomputed them, else None.
     - `records_generation_logps`: whether HF generation records the sampled tokens' log-probs into the rows.
-    - `_rollout_metrics(episodes, rows)`: the rank-reduced episode metrics (default: `env/*` from `Episode`s).
+    - `_rollout_metrics(episodes, rows)`: the rank-reduced episode metrics (default: `env/*` from `Episode`s, and
+      GiGPO's step-group sizes `gigpo/*`).
     - `_build_collectors(prompt, ...)` builds the pool and collectors of a verl-agent package (SDAR, AgentOPSD), with
       the self-teacher prompt recorded per row; `_policy_forward` and `_log_token_means` serve a `_compute_loss`.
     - `_max_rows_per_item()`: the most rows one item can produce (bounds the HF loop's `max_steps`).
@@ -313,10 +314,17 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         base recomputed them (several optimizer steps, or the vLLM log-prob gap), else None."""
 
     def _rollout_metrics(self, episodes: list[Episode], rows: list[Row]) -> dict[str, float]:
+        """`env/*` over every rank's episodes, and with `advantage_mode="gigpo"` the step groups' sizes (`gigpo/*`,
+        over the rows that enter `_score`'s statistics); one all-gather."""
+        own = episode_counts(episodes)
+        gigpo = self.args.advantage_mode == "gigpo"
+        if gigpo:
+            ok = [r for r in rows if not r.failed]
+            own |= step_group_counts([r.group_id for r in ok], [r.anchor for r in ok])
         counts = Counter()
-        for part in self._all_ranks(episode_counts(episodes)):
+        for part in self._all_ranks(own):
             counts.update(part)
-        return metrics_from_counts(counts)
+        return metrics_from_counts(counts) | (step_group_metrics(counts) if gigpo else {})
 
     # --- helpers for hooks ---
     @property

@@ -11,7 +11,13 @@ from collections import Counter
 import torch
 
 from agentrl_shared.envs.pool import EnvPool
-from agentrl_shared.gigpo import discounted_step_returns, gigpo_advantages, won_step_rewards
+from agentrl_shared.gigpo import (
+    discounted_step_returns,
+    gigpo_advantages,
+    step_group_counts,
+    step_group_metrics,
+    won_step_rewards,
+)
 from agentrl_shared.rollout import Row, episode_counts, metrics_from_counts
 from agentrl_shared.trainer import MultiTurnGRPOTrainer, grpo_row_advantages, row_rewards
 
@@ -173,7 +179,8 @@ class SkillRiseTrainer(MultiTurnGRPOTrainer):
 
     def _rollout_metrics(self, trials: list[Trial], rows: list[Row]) -> dict[str, float]:
         """Success per position, curate parse rate, document length, generated tokens (README "Logged metrics"),
-        and the shared `env/*` over every task played; sums over all ranks (one all-gather)."""
+        the shared `env/*` over every task played, and the GiGPO baseline's step-group sizes (`gigpo/*`); sums over
+        all ranks (one all-gather)."""
         counts = Counter(episode_counts([ep for t in trials for ep in t.episodes if ep is not None]))
         for p in range(self.group_size_k):
             played = [t for t in trials if t.episodes[p] is not None and not t.episodes[p].failed]
@@ -184,6 +191,12 @@ class SkillRiseTrainer(MultiTurnGRPOTrainer):
         counts["carry/valid"] += sum(r.is_action_valid for r in carry)
         counts["carry/document_chars"] += sum(len(r.action) for r in carry)
         counts["generated_tokens"] += sum(len(r.completion_ids) for r in rows)
+        gigpo = self.args.advantage_mode == "gigpo"
+        if gigpo:  # the step groups `_score` forms, ((group, position), anchor), over the rows it scores
+            _, anchors = gigpo_row_inputs(trials, self.args.step_gamma, self.env_config.reward_scale)
+            rows_p = [(r, p) for t in trials for r, p in t.rows()]
+            scored = [((r.group_id, p), a) for (r, p), a in zip(rows_p, anchors, strict=True) if not r.failed]
+            counts.update(step_group_counts([g for g, _ in scored], [a for _, a in scored]))
         total = Counter()
         for part in self._all_ranks(dict(counts)):
             total.update(part)
@@ -194,7 +207,7 @@ class SkillRiseTrainer(MultiTurnGRPOTrainer):
             out["skillrise/curate_parse_ratio"] = total["carry/valid"] / total["carry/rows"]
             out["skillrise/document_chars"] = total["carry/document_chars"] / total["carry/rows"]
         out["skillrise/generated_tokens"] = float(total["generated_tokens"])
-        return out
+        return out | (step_group_metrics(total) if gigpo else {})
 
     # --- override of GRPOTrainer ---
     def _compute_loss(self, model, inputs):
