@@ -54,7 +54,8 @@ def test_cli_trains_the_baselines(tmp_path, method):
     main(["train", "--config", "smoke", "--method", method, f"trainer.output_dir={out}", "trainer.num_rollouts=1"])
     results = json.loads((out / "results.json").read_text())
     logs = [h for h in results["log_history"] if "loss" in h]
-    assert {"rlsd": "rlsd/lambda", "skill_sd": "skillsd/loss", "gigpo": "gigpo/step_group_size_mean"}[method] in logs[0]
+    logged = {"rlsd": "rlsd/lambda", "skill_sd": "skillsd/loss", "gigpo": "gigpo/step_group_size_mean"}
+    assert logged[method] in logs[0]
     assert results["config"]["trainer"]["advantage_mode"] == ("gigpo" if method == "gigpo" else "grpo")
 
 
