@@ -104,12 +104,10 @@ def _record(judge_model, failed=0):
         (_record("openai/gpt-oss-120b", failed=2), "| 70.00 +- 0.00 (n=1) (judge failed on 2 items: scored No) |"),
     ],
 )
-def test_report_marks_results_graded_without_a_judge(tmp_path, record, cell):
+def test_report_marks_results_graded_without_a_judge(tmp_path, readme, record, cell):
     results = tmp_path / "results" / record["config"]
     results.mkdir(parents=True)
     (results / "vad_seed42.json").write_text(json.dumps(record))
-    readme = tmp_path / "README.md"
-    readme.write_text("# x\n<!-- results:start -->\n<!-- results:end -->\n")
     table = report(readme)  # the results folder next to the README
     line = next(ln for ln in table.splitlines() if ln.startswith("| Avg6 | Qwen/Qwen3.5-4B | vad |"))
     assert cell in line

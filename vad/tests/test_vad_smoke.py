@@ -215,7 +215,7 @@ def test_cli_config_error_is_one_line():
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
-def test_cli_train_eval_report_end_to_end(tmp_path):
+def test_cli_train_eval_report_end_to_end(tmp_path, readme):
     """`vad train` writes one row's result under --output; `vad eval` the base row; `vad report` files both and
     fills the README block, leaving every paper row "not run"."""
     runs = tmp_path / "runs"
@@ -225,8 +225,6 @@ def test_cli_train_eval_report_end_to_end(tmp_path):
     assert (runs / "smoke" / "vad_seed0" / "results.json").exists()
     base = cli.run(["eval", "--config", "smoke", "--output", str(runs), "data.num_eval=4"])
     assert base["row"] == "base" and 0.0 <= base["scores"]["procedural"] <= 100.0
-    readme = tmp_path / "README.md"
-    readme.write_text("# x\n<!-- results:start -->\n<!-- results:end -->\n")
     table = cli.run(["report", "--runs", str(runs), "--readme", str(readme)])  # results: next to the README
     assert (tmp_path / "results" / "smoke" / "vad_seed0.json").exists()
     assert "| Avg6 | Qwen/Qwen3.5-4B | vad | 78.32 (Tab. 1) | not run | - |" in table
@@ -254,7 +252,7 @@ def test_loss_chunking_and_vllm_importance_sampling(tmp_path):
     assert full.item() >= 0.0
 
 
-def test_report_reads_only_filed_run_records(tmp_path):
+def test_report_reads_only_filed_run_records(tmp_path, readme):
     """Other JSON files under the results folder (the GPU check's) are not run records: `report` skips them."""
     from vad.report import report
 
@@ -266,10 +264,35 @@ def test_report_reads_only_filed_run_records(tmp_path):
     (results / "gpu_check" / "seed0").mkdir(parents=True)
     (results / "gpu_check" / "seed0" / "x0_signal.json").write_text(json.dumps({"arms": {}}))
     (results / "gpu_check" / "seed0" / "arm_vad_seed0.json").write_text(json.dumps({"arm": "vad"}))
-    readme = tmp_path / "README.md"
-    readme.write_text("# x\n<!-- results:start -->\n<!-- results:end -->\n")
     report(readme)
     assert "| procedural | m (c) | vad | 50.00 +- 0.00 (n=1) |" in readme.read_text()
+
+
+def test_report_pairs_the_cpu_rows_to_the_direct_target_item_by_item(tmp_path, readme):
+    """`paired-cpu`: each CPU row minus `direct_fkl` per x0 item (100 graded correct, 0 not), paired by training seed;
+    a row whose files predate the items says not run."""
+    from vad.report import CPU_CONFIG, report
+
+    folder = tmp_path / "results" / CPU_CONFIG
+    folder.mkdir(parents=True)
+    correct = {  # row -> seed -> x0 items a..d graded correct
+        "direct_fkl": {0: [1, 0, 0, 1], 1: [0, 0, 0, 0]},
+        "vad_fkl": {0: [1, 1, 0, 1], 1: [1, 0, 0, 0]},
+        "base": {0: [0, 0, 0, 0], 1: [1, 0, 0, 0]},
+    }
+    for row, seeds in correct.items():
+        for seed, marks in seeds.items():
+            items = {uid: bool(m) for uid, m in zip("abcd", marks, strict=True)}
+            details = {"procedural": {"score": 25.0 * sum(marks), "items": items}} if row != "base" or seed else {}
+            record = {"row": row, "model": "m", "config": CPU_CONFIG, "seed": seed, "commit": "abc",
+                      "scores": {"procedural": 25.0 * sum(marks)}, "details": details}  # fmt: skip
+            (folder / f"{row}_seed{seed}.json").write_text(json.dumps(record))
+    report(readme)
+    lines = readme.read_text().splitlines()
+    vad = next(ln for ln in lines if ln.startswith("| vad_fkl |"))
+    assert "| vad_fkl | +25.0 |" in vad and "| 4 x 2 | +25.0 / +25.0 | 2 / 0 |" in vad
+    base = next(ln for ln in lines if ln.startswith("| base |"))  # seed 0 kept no items: seed 1 pairs alone
+    assert "| base | +25.0 |" in base and "| - (1 seed) | 4 x 1 | +25.0 | 1 / 0 |" in base
 
 
 def test_sigterm_saves_the_step_in_progress_and_the_same_command_resumes(tmp_path, monkeypatch):

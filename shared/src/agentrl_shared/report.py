@@ -160,7 +160,8 @@ def paired_difference(runs: list[Path], baseline: list[Path], n_boot: int = 10_0
     """A method's success (or another per-instance outcome) minus the baseline's on the same panel instances, with
     bootstrap 95 % intervals.
 
-    Runs are paired by training seed (`results.json` `seed`) and, within a pair, outcomes by panel instance: `outcomes`
+    A run is a run folder (its `results.json`) or a filed result file (VAD's `<row>_seed<s>.json`). Runs are paired by
+    training seed (the result file's `seed`) and, within a pair, outcomes by panel instance: `outcomes`
     (default `episode_outcomes`: success per task id and evaluation seed of the final evaluation's episodes; SkillRise
     and EnvACE pass their own) gives D[s, k], the difference (in points) at training seed s and instance k. The mean
     is over all of D. Two intervals, each the 2.5 / 97.5 percentiles of the mean over `n_boot` resamples (fixed
@@ -183,7 +184,7 @@ def paired_difference(runs: list[Path], baseline: list[Path], n_boot: int = 10_0
         for run in folders:
             won = outcomes(run)
             if won:
-                out[json.loads((run / "results.json").read_text())["seed"]] = won
+                out[json.loads((run / "results.json" if run.is_dir() else run).read_text())["seed"]] = won
         return out
 
     mine, base = by_seed(runs), by_seed(baseline)

@@ -3,7 +3,8 @@
 Every paper row (`paper_results.json`: Tab. 1-4 keyed by benchmark average, model and row) shows our mean +- std over
 seeds from the result files whose model and row match, or "not run"; a cell graded without the LLM judge says
 "rule-scored (no judge)" (the paper's numbers are judge-graded). Rows we ran that the paper has no number for
-(the CPU mechanics check) follow, with the training signal of the same runs.
+(the CPU mechanics check) follow, with the training signal of the same runs. The CPU check's rows are also paired,
+item by item on its x0 panel, to the direct target (`paired-cpu`).
 """
 
 import importlib.resources
@@ -11,14 +12,23 @@ import json
 import logging
 import shutil
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 
-from agentrl_shared.report import markdown_table, plot_curves, replace_block
+from agentrl_shared.report import markdown_table, paired_markdown, plot_curves, replace_block
 
 from .benchmarks import HELD_OUT, MAIN
 
 
 logger = logging.getLogger(__name__)
+
+# the CPU check (`vad reproduce --scale cpu`): its config, its rows, the row the others are paired to (the direct
+# target with the same divergence: paper Tab. 2's `direct`, in forward KL as the Tab. 4 row `vad_fkl`) and the panel
+# they are paired on (x0, the metric; x+ and x- are diagnostics)
+CPU_CONFIG = "procedural_warm-tiny-qwen25vl_cpu"
+CPU_ROWS = ["base", "vad_fkl", "direct_fkl"]
+CPU_BASELINE = "direct_fkl"
+CPU_PANEL = "procedural"
 
 
 def paper_rows() -> list[dict]:
@@ -35,6 +45,23 @@ def file_runs(runs: Path, results: Path) -> int:
         shutil.copy(path, dest)
         count += 1
     return count
+
+
+def item_outcomes(benchmark: str) -> Callable[[Path], dict[tuple, float]]:
+    """The per-item outcome of a filed result file on `benchmark`, for `paired_markdown`: 100 where the item (uid) was
+    graded correct, 0 where not (`details[benchmark]["items"]`); {} for a file written before items were kept."""
+
+    def outcomes(path: Path) -> dict[tuple, float]:
+        items = json.loads(path.read_text())["details"].get(benchmark, {}).get("items", {})
+        return {(uid,): 100.0 * correct for uid, correct in items.items()}
+
+    return outcomes
+
+
+def paired_cpu(results: Path) -> str:
+    """The CPU check's rows paired to `CPU_BASELINE` per x0 panel item and training seed (`paired_markdown`)."""
+    runs = {row: sorted((results / CPU_CONFIG).glob(f"{row}_seed*.json")) for row in CPU_ROWS}
+    return paired_markdown(runs, CPU_BASELINE, item_outcomes(CPU_PANEL), "x0 accuracy")
 
 
 def _cell(values: list[float]) -> str:
@@ -66,8 +93,8 @@ def _signal(recs: list[dict], key: str) -> str:
 
 
 def report(readme: Path, runs: Path | None = None) -> str:
-    """File the finished runs under `runs` (if given) into `<README folder>/results`, rebuild the README block
-    `results` and `results/<config>/curves.png`."""
+    """File the finished runs under `runs` (if given) into `<README folder>/results`, rebuild the README blocks
+    `results` and `paired-cpu` and `results/<config>/curves.png`."""
     results = readme.parent / "results"
     filed = file_runs(runs, results) if runs is not None else 0
     # only the filed run records (`<config>/<row>_seed<s>.json`; other folders such as gpu_check/ hold other files)
@@ -112,5 +139,6 @@ def report(readme: Path, runs: Path | None = None) -> str:
             if series:
                 plot_curves(series, results / config / "curves.png", "optimizer step", "D(q, p_S) (token mean)",
                             f"vad {config}: distillation loss")  # fmt: skip
-    readme.write_text(replace_block(readme.read_text(), "results", table))
+    text = replace_block(readme.read_text(), "results", table)
+    readme.write_text(replace_block(text, "paired-cpu", paired_cpu(results)))
     return table
