@@ -271,9 +271,10 @@ def test_report_reads_only_filed_run_records(tmp_path, readme):
 def test_report_pairs_the_cpu_rows_to_the_direct_target_item_by_item(tmp_path, readme):
     """`paired-cpu`: each CPU row minus `direct_fkl` per x0 item (100 graded correct, 0 not), paired by training seed;
     a row whose files predate the items says not run."""
-    from vad.report import CPU_CONFIG, report
+    from vad.cli import SCALE_CONFIGS
+    from vad.report import report
 
-    folder = tmp_path / "results" / CPU_CONFIG
+    folder = tmp_path / "results" / SCALE_CONFIGS["cpu"]
     folder.mkdir(parents=True)
     correct = {  # row -> seed -> x0 items a..d graded correct
         "direct_fkl": {0: [1, 0, 0, 1], 1: [0, 0, 0, 0]},
@@ -284,7 +285,7 @@ def test_report_pairs_the_cpu_rows_to_the_direct_target_item_by_item(tmp_path, r
         for seed, marks in seeds.items():
             items = {uid: bool(m) for uid, m in zip("abcd", marks, strict=True)}
             details = {"procedural": {"score": 25.0 * sum(marks), "items": items}} if row != "base" or seed else {}
-            record = {"row": row, "model": "m", "config": CPU_CONFIG, "seed": seed, "commit": "abc",
+            record = {"row": row, "model": "m", "config": SCALE_CONFIGS["cpu"], "seed": seed, "commit": "abc",
                       "scores": {"procedural": 25.0 * sum(marks)}, "details": details}  # fmt: skip
             (folder / f"{row}_seed{seed}.json").write_text(json.dumps(record))
     report(readme)

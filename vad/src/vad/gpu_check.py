@@ -52,7 +52,6 @@ FULL_PLAN = {"warm_steps": 500, "warm_batch": 32, "warm_lr": 1e-3, "rl_steps": 1
 QUICK_PLAN = {"warm_steps": 6, "warm_batch": 8, "warm_lr": 3e-3, "rl_steps": 2, "prompts": 2, "rollouts": 2,
               "rl_lr": 1e-3, "sft_lr": 1e-3, "num_eval": 6}  # fmt: skip
 SHARES = {"vad": 0.5, "sft_x0": 0.4, "direct": 0.9}  # of the time left (after the evaluation reserve) when it starts
-CPU_CONFIG = "procedural_warm-tiny-qwen25vl_cpu"  # the CPU check's config; stage 2 overrides its task and sizes
 
 
 class Clock:
@@ -244,7 +243,7 @@ def stage_signal(out: Path, device: str, quick: bool, clock: Clock, seed: int = 
         ]  # fmt: skip
 
         def evaluate(arm: str, m) -> dict:
-            cfg = cli.load(CPU_CONFIG, overrides)
+            cfg = cli.load(cli.SCALE_CONFIGS["cpu"], overrides)
             return panel_scores(cli.evaluate(cfg, runs / arm / "eval", HFGenerator(m, processor, 4)))
 
         def finish(arm: str, record: dict) -> None:
@@ -284,8 +283,9 @@ def stage_signal(out: Path, device: str, quick: bool, clock: Clock, seed: int = 
                           "learning_rate": plan["sft_lr"], "panel": evaluate(arm, student)}  # fmt: skip
                 del student
             else:
-                cfg = cli.load(CPU_CONFIG, [*overrides, f"model.name_or_path={warm}",
-                                            f"trainer.learning_rate={plan['rl_lr']}"], method=arm)  # fmt: skip
+                cfg = cli.load(cli.SCALE_CONFIGS["cpu"], [*overrides, f"model.name_or_path={warm}",
+                                                          f"trainer.learning_rate={plan['rl_lr']}"],
+                               method=arm)  # fmt: skip
                 result = cli.train(cfg, str(runs), callbacks=[Deadline(started + share)])
                 logs = [h for h in result["log_history"] if "vad/vis_loss" in h]
                 record = {"arm": arm, "steps": result["steps"], "learning_rate": plan["rl_lr"],

@@ -22,13 +22,9 @@ from .benchmarks import HELD_OUT, MAIN
 
 logger = logging.getLogger(__name__)
 
-# the CPU check (`vad reproduce --scale cpu`): its config, its rows, the row the others are paired to (the direct
-# target with the same divergence: paper Tab. 2's `direct`, in forward KL as the Tab. 4 row `vad_fkl`) and the panel
-# they are paired on (x0, the metric; x+ and x- are diagnostics)
-CPU_CONFIG = "procedural_warm-tiny-qwen25vl_cpu"
-CPU_ROWS = ["base", "vad_fkl", "direct_fkl"]
+# the row the CPU check's (`vad reproduce --scale cpu`) other rows are paired to: the direct target with the same
+# divergence (paper Tab. 2's `direct`, in forward KL as the Tab. 4 row `vad_fkl`)
 CPU_BASELINE = "direct_fkl"
-CPU_PANEL = "procedural"
 
 
 def paper_rows() -> list[dict]:
@@ -59,9 +55,14 @@ def item_outcomes(benchmark: str) -> Callable[[Path], dict[tuple, float]]:
 
 
 def paired_cpu(results: Path) -> str:
-    """The CPU check's rows paired to `CPU_BASELINE` per x0 panel item and training seed (`paired_markdown`)."""
-    runs = {row: sorted((results / CPU_CONFIG).glob(f"{row}_seed*.json")) for row in CPU_ROWS}
-    return paired_markdown(runs, CPU_BASELINE, item_outcomes(CPU_PANEL), "x0 accuracy")
+    """The CPU check's rows (its config's `data.rows`) paired to `CPU_BASELINE` per item of its x0 panel (the
+    config's task; x+ and x- are diagnostics) and training seed (`paired_markdown`)."""
+    from .cli import SCALE_CONFIGS, load
+
+    config = SCALE_CONFIGS["cpu"]
+    data = load(config, [])["data"]
+    runs = {row: sorted((results / config).glob(f"{row}_seed*.json")) for row in data.rows}
+    return paired_markdown(runs, CPU_BASELINE, item_outcomes(data.name), "x0 accuracy")
 
 
 def _cell(values: list[float]) -> str:
