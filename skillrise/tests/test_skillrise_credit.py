@@ -91,28 +91,26 @@ def test_grpo_row_advantages_by_hand():
     assert out[3].item() == pytest.approx(5.0)
 
 
-def test_gigpo_row_inputs_follow_trial_rows():
-    """Anchors are the observations each row acted on and step returns the episode's discounted rewards (reward_scale
-    * won on the last step), in the order `Trial.rows()` gives the rows (what `_score` feeds `gigpo_advantages`)."""
+def test_gigpo_step_returns_follow_trial_rows():
+    """Step returns are the episode's discounted rewards (reward_scale * won on the last step), in the order
+    `Trial.rows()` gives the rows (what `_score` feeds `gigpo_advantages`, with each row's anchor)."""
     from agentrl_shared.rollout import Episode, Row
-    from skillrise.trainer import gigpo_row_inputs, trial_row_returns
+    from skillrise.trainer import gigpo_step_returns, trial_row_returns
     from skillrise.trial import Trial
 
-    def row(k):
-        return Row([1], [2], "", "", f"a{k}", True, 0, 0, k, role="play")
+    def row(k, anchor):
+        return Row([1], [2], "", "", f"a{k}", True, 0, 0, k, role="play", anchor=anchor)
 
-    won = Episode(0, 0, {}, 0, rows=[row(0), row(1)], env_rewards=[0.0, 10.0], won=True)
-    lost = Episode(1, 0, {}, 0, rows=[row(0)], env_rewards=[0.0])
-    t1 = Trial(0, 0, [{}], 0, episodes=[won], observations=[["s0", "s1", "end"]])
-    t2 = Trial(1, 0, [{}], 0, episodes=[lost], observations=[["s0", "s2"]])
-    step_returns, anchors = gigpo_row_inputs([t1, t2], gamma=0.95, reward_scale=10.0)
-    assert step_returns == pytest.approx([9.5, 10.0, 0.0]) and anchors == ["s0", "s1", "s0"]
+    won = Episode(0, 0, {}, 0, rows=[row(0, "s0"), row(1, "s1")], env_rewards=[0.0, 10.0], won=True)
+    lost = Episode(1, 0, {}, 0, rows=[row(0, "s0")], env_rewards=[0.0])
+    t1, t2 = Trial(0, 0, [{}], 0, episodes=[won]), Trial(1, 0, [{}], 0, episodes=[lost])
+    assert gigpo_step_returns([t1, t2], gamma=0.95, reward_scale=10.0) == pytest.approx([9.5, 10.0, 0.0])
     # TextRooms' own success reward is 1: the step reward is still reward_scale * won, the episode reward's scale
-    textrooms = Episode(0, 0, {}, 0, rows=[row(0), row(1)], env_rewards=[0.0, 1.0], won=True)
-    t3 = Trial(0, 0, [{}], 0, episodes=[textrooms], observations=[["s0", "s1", "end"]])
-    assert gigpo_row_inputs([t3], gamma=0.95, reward_scale=10.0)[0] == pytest.approx([9.5, 10.0])
-    crashed = Trial(2, 0, [{}], 0, episodes=[Episode(2, 0, {}, 0, failed=True)], observations=[[]])  # at reset
-    assert gigpo_row_inputs([crashed], gamma=0.95, reward_scale=10.0) == ([], [])
+    textrooms = Episode(0, 0, {}, 0, rows=[row(0, "s0"), row(1, "s1")], env_rewards=[0.0, 1.0], won=True)
+    t3 = Trial(0, 0, [{}], 0, episodes=[textrooms])
+    assert gigpo_step_returns([t3], gamma=0.95, reward_scale=10.0) == pytest.approx([9.5, 10.0])
+    crashed = Trial(2, 0, [{}], 0, episodes=[Episode(2, 0, {}, 0, failed=True)])  # at reset
+    assert gigpo_step_returns([crashed], gamma=0.95, reward_scale=10.0) == []
     rows, returns, *_ = trial_row_returns([t1, t2], 10.0, 0.6)
     assert [r.action for r in rows] == ["a0", "a1", "a0"] and returns == [10.0, 10.0, 0.0]
 
@@ -121,8 +119,7 @@ def test_gigpo_row_inputs_follow_trial_rows():
 
     from skillrise.trainer import SkillRiseTrainer
 
-    fake = SimpleNamespace(group_size_k=1, env_config=SimpleNamespace(reward_scale=10.0), _all_ranks=lambda v: [v],
-                           args=SimpleNamespace(advantage_mode="gigpo", step_gamma=0.95))  # fmt: skip
+    fake = SimpleNamespace(group_size_k=1, _all_ranks=lambda v: [v], args=SimpleNamespace(advantage_mode="gigpo"))
     metrics = SkillRiseTrainer._rollout_metrics(fake, [t1, t2], rows)
     assert metrics["gigpo/step_group_size_mean"] == pytest.approx(1.5)
     assert metrics["gigpo/step_group_single_ratio"] == pytest.approx(0.5)

@@ -20,7 +20,8 @@ def tok():
 
 
 def play(tok, factory, task, env_name, history, actions, max_prompt_length=100_000, overflow="raise"):
-    """Play `actions` on `task` with a SkillRise prompt; returns (user messages seen per turn, the episode)."""
+    """Play `actions` on `task` with a SkillRise prompt; returns (user messages seen per turn, the episode, the
+    observation each turn acted on)."""
     seen = []
 
     def generate(prompt_ids):
@@ -36,7 +37,7 @@ def play(tok, factory, task, env_name, history, actions, max_prompt_length=100_0
         runner = TrialRunner(pool, SkillRisePrompt(env_name, history, DOC_SLOT), tok, env_name, len(actions),
                              max_prompt_length, prompt_overflow=overflow)  # fmt: skip
         (t,) = runner.run([[{**task, "padded": False}]], [0], [0], generate, K=1)
-    return seen, t.episodes[0], t.observations[0]
+    return seen, t.episodes[0], [r.anchor for r in t.episodes[0].rows]
 
 
 def alfworld_data() -> Path | None:

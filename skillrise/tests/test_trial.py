@@ -84,6 +84,13 @@ def test_trial_documents_roles_positions_and_returns(tok):
     assert sum("doc-A" in p for p in solve_prompts) == 4  # 2 trials x 1 turn of tasks 1 and 2
     assert t.carry_rows[0].is_action_valid and not t.carry_rows[1].is_action_valid
     assert "doc-A" in t.carry_rows[1].prompt_text  # the second curate saw the old document
+    # each solve row's anchor (GiGPO's step state) is the observation it acted on: its actions replayed in a fresh env
+    env = make_env("textrooms")
+    for task, ep in zip(kitchen_group(), t.episodes, strict=True):
+        step = env.reset(task, t.seed)
+        for row in ep.rows:
+            assert row.anchor == step.observation
+            step = env.step(row.action)
 
     rows, returns, positions, roles, trial_ids = trial_row_returns(trials[:1], reward_scale=10.0, gamma=0.6)
     assert roles == ["play", "play", "curate", "play", "curate", "play"]

@@ -44,23 +44,20 @@ def trial_row_returns(trials: list[Trial], reward_scale: float, gamma: float):
     return rows, returns, positions, roles, trial_ids
 
 
-def gigpo_row_inputs(trials: list[Trial], gamma: float, reward_scale: float) -> tuple[list[float], list[str]]:
-    """Per-row discounted step return and anchor observation (the raw observation the row acted on), in
-    `Trial.rows()` order, for the GiGPO baseline (core_gigpo.py `compute_step_discounted_returns`, the rollout's
-    `anchor` observations). Carry rows have none (GiGPO runs without a carry phase).
+def gigpo_step_returns(trials: list[Trial], gamma: float, reward_scale: float) -> list[float]:
+    """Per-row discounted step return, in `Trial.rows()` order, for the GiGPO baseline (core_gigpo.py
+    `compute_step_discounted_returns`); its anchor is `Row.anchor`, the raw observation the row acted on. Carry rows
+    have none (GiGPO runs without a carry phase).
 
     The step reward is `reward_scale * won` on an episode's last step and 0 before it (`won_step_rewards`), on the
     scale of the episode reward (`Trial.outcomes`)."""
-    step_returns, anchors = [], []
+    step_returns = []
     for t in trials:
-        for p, ep in enumerate(t.episodes):
-            if ep is None:
-                continue
-            rewards = won_step_rewards(len(ep.rows), ep.won, reward_scale=reward_scale)
-            step_returns += discounted_step_returns(rewards, gamma=gamma)
-            obs = t.observations[p]
-            anchors += [obs[k] if k < len(obs) else "" for k in range(len(ep.rows))]
-    return step_returns, anchors
+        for ep in t.episodes:
+            if ep is not None:
+                rewards = won_step_rewards(len(ep.rows), ep.won, reward_scale=reward_scale)
+                step_returns += discounted_step_returns(rewards, gamma=gamma)
+    return step_returns
 
 
 class SkillRiseTrainer(MultiTurnGRPOTrainer):
@@ -162,10 +159,10 @@ class SkillRiseTrainer(MultiTurnGRPOTrainer):
         if idx and args.advantage_mode == "grpo":
             advantages[idx] = grpo_row_advantages(rewards[idx], torch.tensor([rows[i].group_id for i in idx]))
         elif idx and args.advantage_mode == "gigpo":  # the GiGPO baseline: carry_mode=none, every row a solve row
-            step_returns, anchors = gigpo_row_inputs(trials, args.step_gamma, self.env_config.reward_scale)
+            step_returns = gigpo_step_returns(trials, args.step_gamma, self.env_config.reward_scale)
             advantages[idx] = gigpo_advantages(
                 rewards[idx], [step_returns[i] for i in idx], [(rows[i].group_id, positions[i]) for i in idx],
-                [anchors[i] for i in idx], step_advantage_w=args.step_advantage_w,
+                [rows[i].anchor for i in idx], step_advantage_w=args.step_advantage_w,
             )  # fmt: skip
         elif idx:
             keys = [(rows[i].group_id, positions[i], roles[i]) for i in idx]
@@ -193,10 +190,8 @@ class SkillRiseTrainer(MultiTurnGRPOTrainer):
         counts["generated_tokens"] += sum(len(r.completion_ids) for r in rows)
         gigpo = self.args.advantage_mode == "gigpo"
         if gigpo:  # the step groups `_score` forms, ((group, position), anchor), over the rows it scores
-            _, anchors = gigpo_row_inputs(trials, self.args.step_gamma, self.env_config.reward_scale)
-            rows_p = [(r, p) for t in trials for r, p in t.rows()]
-            scored = [((r.group_id, p), a) for (r, p), a in zip(rows_p, anchors, strict=True) if not r.failed]
-            counts.update(step_group_counts([g for g, _ in scored], [a for _, a in scored]))
+            scored = [(r, p) for t in trials for r, p in t.rows() if not r.failed]
+            counts.update(step_group_counts([(r.group_id, p) for r, p in scored], [r.anchor for r, _ in scored]))
         total = Counter()
         for part in self._all_ranks(dict(counts)):
             total.update(part)

@@ -215,7 +215,6 @@ class Trial:
     episodes: list[Episode | None] = field(default_factory=list)  # None: skipped (repeat mode, already won)
     carry_rows: dict[int, Row] = field(default_factory=dict)  # position p -> the curate/reflect row after task p
     documents: list[str] = field(default_factory=list)  # the document the solve prompt showed at each position
-    observations: list[list[str]] = field(default_factory=list)  # per position: initial + every step observation
     reflections: dict[int, str] = field(default_factory=dict)  # reflect carry: position -> its reflection
 
     @property
@@ -368,7 +367,6 @@ class TrialRunner:
             observations = {i: self.pool.observations.get(k, []) for k, i in enumerate(playing)}
             for i, t in enumerate(trials):
                 ep = by_trial.get(i)
-                t.observations.append(observations.get(i, []))
                 if ep is not None:
                     for row in ep.rows:
                         row.role, row.episode_id = "play", t.trial_id
