@@ -119,6 +119,9 @@ def test_two_ranks_zero3_rollout_step_and_final_eval_match_a_naive_loop(tmp_path
     results = json.loads((out / "results.json").read_text())
     assert results["num_processes"] == 2 and results["rollouts"] == 1 and results["steps"] == 1
     assert results["final"]["num_episodes"] == 3  # end-of-run evaluation ran (on both ranks, or it would hang)
+    records = [json.loads(line) for line in (out / "eval_episodes.jsonl").read_text().splitlines()]
+    assert [r["rollouts"] for r in records] == [1, 1, 1]  # the last rollout's evaluation, per episode, written once
+    assert [p["rollouts"] for p in results["curve"]] == [1]  # reused as the final one (no second evaluation)
     log = next(h for h in results["log_history"] if "env/num_episodes" in h)
     assert log["env/num_episodes"] == 8  # 4 episodes per rank, reduced over ranks
     assert ("agentopsd/v0_mean" in log) == (method == "agentopsd")  # GiGPO keeps its advantages (no belief)
