@@ -7,13 +7,18 @@ panel holds one trial per mode, so rank 1's chunk is empty. The run must finish 
 test), every collected row must be trained once, each rank must send its own prompt count per generation (one dummy
 while the other rank works), not the sum over ranks, both ranks must hold the same parameters afterwards, and the
 update of the (only) optimizer step must equal, to 1e-5, SGD on the loss that a naive single-process loop computes
-over the same rows: token-mean over all of the step's tokens of the clipped policy term and the entropy bonus.
+over the same rows: token-mean over all of the step's tokens of the clipped policy term and the entropy bonus. The
+GiGPO baseline (`--method gigpo`: K = 1, no carry, GiGPO advantages) runs the same launch: no step group may span
+the ranks, and the logged step-group sizes must be those of both ranks' scored rows, counted by hand (here every step
+group holds the N = 4 episodes of its group, on either rank).
 """
 
 import json
+from collections import Counter
 from importlib.resources import files
 from pathlib import Path
 
+import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
@@ -54,10 +59,18 @@ def naive_reference_update(batches: list[dict], args: SkillRiseConfig) -> dict[s
     return {name: (p - args.learning_rate * p.grad).detach() for name, p in model.named_parameters()}
 
 
-def test_two_ranks_zero3_rollout_step_and_last_evaluation_match_a_naive_loop(tmp_path):
+# rows collected per rank, per method. SkillRise: rank 0 4 trials x (1 + 1 curate + 1); rank 1
+# groups with seeds 2 and 3, 2 x (3 + 1 + 3) + 2 x (1 + 1 + 1). GiGPO (K = 1, N and trials per rank x 2, no curate):
+# rank 0 8 one-turn episodes; rank 1 4 x 3 + 4 x 1 turns
+ROWS = {"skillrise": [12, 20], "gigpo": [8, 16]}
+
+
+@pytest.mark.parametrize("method", ["skillrise", "gigpo"])
+def test_two_ranks_zero3_rollout_step_and_last_evaluation_match_a_naive_loop(tmp_path, method):
     out = tmp_path / "run"
     ds = files("agentrl_shared") / "accelerate" / "ds_zero3.json"
-    proc = launch_two_ranks(out, [str(SCRIPT), str(out), str(ds)], timeout=900)
+    proc = launch_two_ranks(out, [str(SCRIPT), str(out), str(ds), method], timeout=900)
+    per_rank = ROWS[method]
     assert proc.returncode == 0, proc.stderr[-4000:]
     results = json.loads((out / "results.json").read_text())
     assert results["num_processes"] == 2 and results["rollouts"] == 1 and results["steps"] == 1
@@ -68,18 +81,24 @@ def test_two_ranks_zero3_rollout_step_and_last_evaluation_match_a_naive_loop(tmp
     # that evaluation's trials, one per panel group and mode, written once (by the main process only)
     assert sorted((r["rollouts"], r["mode"]) for r in records) == [(1, "cross"), (1, "repeat")]
     log = next(h for h in results["log_history"] if "env/num_episodes" in h)
-    assert log["env/num_episodes"] == 16  # 4 trials x K 2 tasks per rank, reduced over ranks
-    # rank 0: 4 trials x (1 + 1 curate + 1); rank 1: groups with seeds 2 and 3, 2 x (3 + 1 + 3) + 2 x (1 + 1 + 1)
-    assert log["rollout/rows"] == 32 and log["rollout/optimizer_steps"] == 1
+    assert log["env/num_episodes"] == 16  # 8 tasks played per rank (4 trials x K 2, or 8 x K 1), reduced over ranks
+    assert log["rollout/rows"] == sum(per_rank) and log["rollout/optimizer_steps"] == 1
 
     counts = [json.loads((out / f"rank{r}_counts.json").read_text()) for r in range(2)]
-    assert [c["collected_rows"] for c in counts] == [12, 20]
+    assert [c["collected_rows"] for c in counts] == per_rank
+    if method == "gigpo":  # the step groups of both ranks' scored rows, ((group, position), anchor), by hand
+        keys = [{tuple(g) for g in c["step_groups"]} for c in counts]
+        assert not keys[0] & keys[1]  # a group is scored on the rank that played it: no step group spans the ranks
+        sizes = Counter(tuple(g) for c in counts for g in c["step_groups"]).values()
+        assert sum(sizes) == sum(per_rank)
+        assert log["gigpo/step_group_size_mean"] == pytest.approx(sum(sizes) / len(sizes))
+        assert log["gigpo/step_grouped_row_ratio"] == pytest.approx(sum(n for n in sizes if n > 1) / sum(sizes))
     for r in range(2):  # steps played in the rank's 2 worker processes, none failed
         pool = json.loads((out / f"rank{r}_pool.json").read_text())
         assert pool["workers"] == 2 and pool["pooled_calls"] > 0 and pool["failures"] == 0, pool
     ranks = [torch.load(out / f"rank{r}_batches.pt") for r in range(2)]
     real = [int(b["completion_mask"].any(dim=1).sum()) for r in ranks for b in r]
-    assert sum(real) == 32  # every collected row trained exactly once (16 per rank after balancing)
+    assert sum(real) == sum(per_rank)  # every collected row trained exactly once (balanced over the ranks)
     assert len(ranks[0]) == len(ranks[1]) == 4  # same number of micro-batches (forwards) on both ranks
 
     # lock-step generation: the same calls on both ranks; each sends its own count, or one dummy while the other
