@@ -20,10 +20,11 @@ from pathlib import Path
 
 from agentrl_shared.offline import set_offline_env
 
+from .cli import CPU_CONFIG
+
 
 set_offline_env()
 
-CPU_CONFIG = "tooltasks_smollm2-135m_cpu"
 WARM_START = Path("runs/envace/cpu/warmstart/seed0/final")  # `envace reproduce --scale cpu` writes it
 METHODS = {"caller_only_real": ["trainer.tool_return_mode=real"], "envace": []}
 

@@ -34,11 +34,12 @@ import yaml
 
 from agentrl_shared.offline import set_offline_env
 
+from .cli import CPU_CONFIG
+
 
 set_offline_env()
 
 ROOT = Path(__file__).resolve().parents[3]
-CPU_CONFIG = "textrooms_smollm2-135m_cpu"
 PAPER_CONFIG = "alfworld_qwen2.5-7b_paper"  # the paper shapes of the teacher-forward section
 STEP_ROLLOUTS = 3  # rollouts per step-time run (one optimizer step each on the CPU config)
 
