@@ -5,8 +5,9 @@ paper config hosts its environments: in worker processes, here 4 slots in 2 work
 of one trial (rank 1's chunk is empty). The method (`skillrise`, or the GiGPO baseline `gigpo`) is the third argument.
 
 Each rank saves its micro-batches of the first rollout, the rows it collected (with the step group each is scored
-in: ((group, position), anchor)), every `_prompt_count` call and its pool's worker processes; rank 0 also writes `results.json` (through the CLI); every rank saves its final weights,
-which the test compares with a naive single-process loop. The workers are spawned and run this file as
+in: ((group, position), anchor)), every `_prompt_count` call and its pool's worker processes; rank 0 also writes
+`results.json` (through the CLI); every rank saves its final weights, which the test compares with a naive
+single-process loop. The workers are spawned and run this file as
 `__mp_main__`: everything but the light imports is in `main`.
 """
 
