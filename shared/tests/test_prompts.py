@@ -2,7 +2,17 @@
 
 import pytest
 
-from agentrl_shared.prompts import Turn, chat_messages, make_prompt, webshop_format_obs
+from agentrl_shared.prompts import (
+    AlfworldPrompt,
+    ScienceWorldPrompt,
+    SearchPrompt,
+    TextRoomsPrompt,
+    Turn,
+    WebshopPrompt,
+    chat_messages,
+    make_prompt,
+    webshop_format_obs,
+)
 
 
 HISTORY = [
@@ -110,6 +120,14 @@ def test_textrooms_golden_and_messages():
     messages = chat_messages(p, text)
     assert [m["role"] for m in messages] == ["user", "assistant", "user"]
     assert p.assistant_prefix == "<action>"
+
+
+@pytest.mark.parametrize("cls", [AlfworldPrompt, WebshopPrompt, SearchPrompt, TextRoomsPrompt, ScienceWorldPrompt])
+def test_history_length_zero_renders_no_history(cls):
+    """verl-agent's `history_length <= 0`: the no-history template on every turn (`history[-0:]` is the whole list)."""
+    p = cls(history_length=0)
+    args = ("find the towel", "You are in the hallway.", ["go to bathroom", "go to garage"])
+    assert p.render(args[0], HISTORY, *args[1:]) == p.render(args[0], [], *args[1:])
 
 
 @pytest.mark.parametrize(

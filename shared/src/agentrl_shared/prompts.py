@@ -271,7 +271,7 @@ class TextRoomsPrompt:
 
     def render(self, task: str, history: list[Turn], observation: str, admissible: list[str]) -> str:
         past = ""
-        if history:
+        if history and self.history_length > 0:
             window = history[-self.history_length :]
             past = "Previously: " + " ".join(f"{t.action} -> {t.observation}" for t in window) + "\n"
         return (
@@ -332,7 +332,7 @@ class ScienceWorldPrompt:
     def render(self, task: str, history: list[Turn], observation: str, admissible: list[str]) -> str:
         actions = "\n".join(admissible)
         past = ""
-        if history:
+        if history and self.history_length > 0:
             window = history[-self.history_length :]
             n = len(history)
             past = (
