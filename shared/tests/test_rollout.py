@@ -65,6 +65,17 @@ def test_collector_rows_and_metrics(tok):
     assert metrics["env/num_episodes"] == 6
 
 
+def test_all_fail_and_all_won_groups_are_counted():
+    """Groups 0 (lost, lost), 1 (won, lost), 2 (won, won), 3 (lost, crashed: the crash leaves it out, so all-fail)."""
+    from agentrl_shared.rollout import Episode
+
+    outcomes = [(0, False, False), (0, False, False), (1, True, False), (1, False, False), (2, True, False),
+                (2, True, False), (3, False, False), (3, False, True)]  # fmt: skip
+    episodes = [Episode(i, g, {"task_type": "chain1"}, 0, won=w, failed=f) for i, (g, w, f) in enumerate(outcomes)]
+    metrics = episode_metrics(episodes)
+    assert metrics["env/all_fail_group_ratio"] == 2 / 4 and metrics["env/all_won_group_ratio"] == 1 / 4
+
+
 def test_malformed_output_is_flagged_penalisable_and_still_stepped(tok):
     tasks = load_tasks("textrooms", "train", num_tasks=16)
     task = next(t for t in tasks if t["task_type"] == "fetch")

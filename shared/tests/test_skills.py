@@ -94,6 +94,20 @@ def test_textrooms_skill_names_every_tasks_target_and_its_room_only():
             assert student_skills("textrooms", "", task) == text
 
 
+def test_textrooms_chain_skill_names_every_room_on_the_path_once():
+    from agentrl_shared.envs.textrooms import ROOM_OBJECTS, load_tasks
+
+    for task in load_tasks("valid_seen", num_tasks=16, num_rooms=3, task_types=("chain",)):
+        text = teacher_skills("textrooms", task, "")
+        assert text.startswith(general("textrooms")) and "one move per object" in text
+        assert all(o in text for o in task["objects"])
+        rooms = [r for r in ROOM_OBJECTS if f"go to the {r}." in text]
+        assert sorted(rooms) == sorted(set(task["path"]))
+        assert [text.index(f"# The {r}\n") for r in dict.fromkeys(task["path"])] == sorted(
+            text.index(f"# The {r}\n") for r in set(task["path"])
+        )  # in path order
+
+
 def test_textrooms_room_documents_are_the_template_of_their_real_targets():
     # the skill-reading warm start writes its made-up rooms with the same template (`room_document`)
     from agentrl_shared.envs.textrooms import ROOM_OBJECTS

@@ -3,7 +3,7 @@
 import pytest
 
 from agentrl_shared.envs import load_tasks, make_env
-from agentrl_shared.envs.textrooms import ROOM_OBJECTS, UNSEEN_PER_ROOM
+from agentrl_shared.envs.textrooms import ROOM_OBJECTS, UNSEEN_PER_ROOM, first_wrong_step
 
 
 def test_panels_are_fixed_and_splits_disjoint():
@@ -48,3 +48,63 @@ def test_invalid_action_and_step_limit():
     step = env.step("dance wildly")
     assert step.observation.startswith("Nothing happens.") and not step.done
     assert env.step("dance again").done
+
+
+def chain_task(length: int, split: str = "train") -> dict:
+    return next(t for t in load_tasks("textrooms", split, num_tasks=16, num_rooms=3, task_types=("chain",))
+                if t["task_type"] == f"chain{length}")  # fmt: skip
+
+
+def test_chain_panels_share_objects_and_lengths_cycle():
+    train = load_tasks("textrooms", "train", num_tasks=256, num_rooms=3, task_types=("chain",))
+    panel = load_tasks("textrooms", "valid_seen", num_tasks=64, num_rooms=3, task_types=("chain",))
+    assert [t["task_type"] for t in panel[:8]] == ["chain1", "chain2", "chain3", "chain4"] * 2
+    assert {o for t in panel for o in t["objects"]} <= {o for t in train for o in t["objects"]}
+    for t in train:
+        assert len(t["objects"]) == len(t["path"]) == len(t["doors"])
+        assert all(o in ROOM_OBJECTS[r] for o, r in zip(t["objects"], t["path"], strict=True))
+        assert all(a != b for a, b in zip(t["path"], t["path"][1:]))  # never the same room twice in a row
+        assert all(r in d and len(d) == 3 for r, d in zip(t["path"], t["doors"], strict=True))
+    with pytest.raises(ValueError, match="cannot be mixed"):
+        load_tasks("textrooms", "train", task_types=("chain", "find"))
+
+
+def test_chain_is_won_only_by_every_door_in_order():
+    task = chain_task(3)
+    env = make_env("textrooms")
+    step = env.reset(task, seed=1)
+    assert f"Now find the {task['objects'][0]}" in step.observation
+    for k, room in enumerate(task["path"]):
+        assert f"go to {room}" in step.info["admissible_actions"]
+        step = env.step(f"go to {room}")
+        assert step.done == (k == 2) and step.info["first_wrong_step"] is None
+    assert (step.reward, step.info["won"]) == (1.0, True)
+
+
+# hand-made episodes of a 4-step chain: the actions played and the turn of their first wrong move
+def hand_made(task: dict) -> list[tuple[list[str], int | None]]:
+    right = [f"go to {r}" for r in task["path"]]
+    wrong = [f"go to {next(d for d in doors if d != r)}" for r, doors in zip(task["path"], task["doors"], strict=True)]
+    return [
+        (right, None),
+        ([wrong[0], right[1], right[2], right[3]], 0),  # wrong first door, the rest "right" but too late
+        ([right[0], right[1], wrong[2], right[3]], 2),
+        ([right[0], right[1], right[2], wrong[3]], 3),
+        ([right[0], "look around", right[2], right[3]], 1),  # an invalid action is a wasted move
+        (["GO TO " + right[0][6:].upper(), wrong[1], wrong[2], wrong[3]], 1),  # case-insensitive, as the game
+    ]
+
+
+def test_first_wrong_step_labels_on_hand_made_episodes():
+    task = chain_task(4)
+    for actions, first_wrong in hand_made(task):
+        assert first_wrong_step(task, actions) == first_wrong, actions
+        env = make_env("textrooms")
+        env.reset(task, seed=0)
+        steps = [env.step(a) for a in actions]
+        # the game's own label agrees; the episode is won only without a wrong move, and always takes 4 moves
+        assert steps[-1].info["first_wrong_step"] == first_wrong
+        assert steps[-1].info["won"] == (first_wrong is None) and [s.done for s in steps] == [False] * 3 + [True]
+    assert first_wrong_step(task, [f"go to {task['path'][0]}"]) == 1  # stopped early: the missing move is wrong
+    with pytest.raises(ValueError, match="chain task"):
+        first_wrong_step(load_tasks("textrooms", "train", num_tasks=1)[0], ["go to kitchen"])

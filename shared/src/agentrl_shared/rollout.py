@@ -11,7 +11,7 @@ when every rank sends as many prompts. A crashed or hung environment ends its ep
 """
 
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -286,9 +286,15 @@ def episode_counts(episodes: list[Episode]) -> dict[str, float]:
     )
     for e in episodes:
         out[f"stop/{e.stop_reason}"] += 1
+    groups: dict[int, list[bool]] = defaultdict(list)
     for e in ok:
         out[f"type/{e.task.get('task_type')}/episodes"] += 1
         out[f"type/{e.task.get('task_type')}/won"] += e.won
+        groups[e.group_id].append(e.won)
+    # groups whose episodes all failed or all won: GRPO's advantage is 0 on every row there (a group is on one rank)
+    out["groups"] += len(groups)
+    out["all_fail_groups"] += sum(not any(w) for w in groups.values())
+    out["all_won_groups"] += sum(all(w) for w in groups.values())
     return dict(out)
 
 
@@ -306,6 +312,8 @@ def metrics_from_counts(counts: dict[str, float], prefix: str = "env") -> dict[s
         f"{prefix}/invalid_action_ratio": counts.get("invalid_rows", 0) / max(rows, 1),
         f"{prefix}/prompt_truncated_ratio": counts.get("truncated_rows", 0) / max(rows, 1),
     }
+    out[f"{prefix}/all_fail_group_ratio"] = counts.get("all_fail_groups", 0) / max(counts.get("groups", 0), 1)
+    out[f"{prefix}/all_won_group_ratio"] = counts.get("all_won_groups", 0) / max(counts.get("groups", 0), 1)
     for reason in ("done", "turn_limit", "env_error"):
         out[f"{prefix}/stop/{reason}"] = counts.get(f"stop/{reason}", 0) / max(n, 1)
     for key in sorted(k for k in counts if k.startswith("type/") and k.endswith("/episodes")):

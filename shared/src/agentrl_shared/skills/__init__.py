@@ -175,9 +175,13 @@ def teacher_skills(env: str, task: dict, prompt_text: str, skills_dir: str | Non
 
 def textrooms_skills(task: dict, skills_dir: str | None = None, room_objects: dict | None = None) -> str:
     """TextRooms' skill text of a task: the general line, the task type's procedure and the document of the target's
-    room (which objects are kept there), so the skill carries the task's solution rule, as VAD's CPU skills do.
+    room (which objects are kept there), so the skill carries the task's solution rule, as VAD's CPU skills do; a
+    chain task: the chain procedure and the documents of the rooms on its path, in path order.
     `room_objects` (the skill-reading warm start's made-up objects, `agentrl_shared.skill_reader`): the room document
     written from them by `room_document` instead of read from `textrooms/<room>.md`."""
+    if task["task_type"].startswith("chain"):  # the chain procedure and the document of every room on the path
+        rooms = list(dict.fromkeys(task["path"]))
+        return _join("textrooms", ["chain", *[r.replace(" ", "_") for r in rooms]], skills_dir)
     if room_objects is None:
         return _join("textrooms", [task["task_type"], task["room"].replace(" ", "_")], skills_dir)
     parts = [skill_text("textrooms", n, skills_dir) for n in ("general", task["task_type"])]
