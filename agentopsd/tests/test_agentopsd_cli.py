@@ -15,6 +15,7 @@ FLAGS = {
         "--output",
         "--methods",
         "--configs",
+        "--jobs",
         "--dry-run",
         "--machine-rank",
         "--main-process-ip",

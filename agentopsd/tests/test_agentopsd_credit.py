@@ -8,6 +8,8 @@ import pytest
 import torch
 
 from agentopsd.credit import (
+    belief_increments,
+    blamed_turns,
     episode_turn_credit,
     group_mean_v0,
     group_normalize,
@@ -291,3 +293,18 @@ def test_linear_warmdown():
     assert linear_warmdown(0.5, 1, 100) == pytest.approx(0.495)  # verl's first update is global_steps 1
     assert linear_warmdown(0.5, 100, 100) == 0.0 and linear_warmdown(0.5, 500, 100) == 0.0
     assert linear_warmdown(0.5, 10**6, -1) == 0.5
+
+
+def test_blamed_turns_is_the_most_negative_belief_revision():
+    """Episode 7: three turns, the second with the most negative evidence; episode 9: one turn; episode 4: no
+    evidence, so every revision is 0 (a tie: no turn is blamed)."""
+    evidence = torch.tensor([0.2, -3.0, -0.5, -1.0, 0.0, 0.0])
+    episode_ids = torch.tensor([7, 7, 7, 9, 4, 4])
+    turn_idx = torch.tensor([2, 1, 0, 0, 0, 1])  # any row order
+    v0 = torch.tensor([0.5, 0.5, 0.5, 0.5, 1e-4, 1e-4])
+    blamed = blamed_turns(evidence, v0, episode_ids, turn_idx)
+    _, q = belief_increments(torch.tensor([-0.5, -3.0, 0.2]), 0.5)  # episode 7 in turn order
+    assert q.argmin().item() == 1 and blamed[7] == 1
+    assert blamed[9] == 0
+    assert blamed[4] is None
+    assert blamed_turns(evidence, 0.5, episode_ids, turn_idx)[7] == 1  # a scalar prior

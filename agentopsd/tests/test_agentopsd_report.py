@@ -12,7 +12,16 @@ from agentrl_shared.config import ConfigError
 
 
 PACKAGE = Path(__file__).resolve().parent.parent
-BLOCKS = ("results-cpu", "horizon-cpu", "paired-cpu", "mechanisms-cpu", "results-paper", "bench", "compare-textrooms")
+BLOCKS = (
+    "results-cpu",
+    "training-cpu",
+    "horizon-cpu",
+    "paired-cpu",
+    "mechanisms-cpu",
+    "results-paper",
+    "bench",
+    "compare-textrooms",
+)
 
 
 def readme(tmp_path) -> Path:
@@ -27,10 +36,13 @@ def readme(tmp_path) -> Path:
 def finished_run(runs: Path, method: str, success: float) -> None:
     run = runs / "cpu" / method / "seed0"
     run.mkdir(parents=True)
-    final = {"success_rate_mean": success, "find_success_rate": 0.5, "fetch_success_rate": 0.25}
+    final = {"success_rate_mean": success, "chain1_success_rate": 0.75, "chain4_success_rate": 0.25}
     curve = [{"rollouts": 3, "success_rate_mean": success}]
+    # two rollouts' metrics and a step's loss: a run's mean of a metric is over the entries that have it
+    log = [{"env/all_fail_group_ratio": 0.5, "agentopsd/credit_accuracy": 0.4, "agentopsd/credit_chance": 0.3},
+           {"loss": 0.1}, {"env/all_fail_group_ratio": 0.25, "agentopsd/credit_accuracy": 0.6}]  # fmt: skip
     payload = {"method": method, "seed": 0, "commit": "abc1234", "env": "textrooms", "model": "smollm2-135m",
-               "final": final, "curve": curve}  # fmt: skip
+               "final": final, "curve": curve, "steps": 12, "log_history": log, "precision": "bf16"}  # fmt: skip
     (run / "results.json").write_text(json.dumps(payload))
     # the final evaluation's episodes (the one at 3 rollouts; the one before training is not the final one)
     episodes = [{"rollouts": 0, "task_id": "t0", "seed": 1000, "turns": 9, "won": False, "failed": False}] + [
@@ -50,10 +62,12 @@ def test_report_files_runs_and_the_compare_table(tmp_path):
     (compare / "learning_curves.png").write_bytes(b"png")
     report(path, runs, [compare])
     text = path.read_text()
-    assert "| TextRooms | smollm2-135m | AgentOPSD | success % (valid_seen, greedy) | n/a (our env) | " \
-           "50.0 (1 seed) | abc1234 |" in text  # fmt: skip
-    assert "| TextRooms | - | GRPO | success % (valid_seen, greedy) | n/a (our env) | not run | - |" \
-        in text  # fmt: skip
+    row = "| TextRooms chains | smollm2-135m | bf16 | AgentOPSD |"
+    assert f"{row} success % (valid_seen, greedy) | 50.0 (1 seed) | abc1234 |" in text
+    assert f"{row} chains of 1 % | 75.0 (1 seed) | abc1234 |" in text
+    assert f"{row} chains of 2 % | not run | abc1234 |" in text  # a length the panel did not have
+    assert "| TextRooms chains | - | - | GRPO | success % (valid_seen, greedy) | not run | - |" in text
+    assert "| AgentOPSD | 12.0 (1 seed) | 37.5 (1 seed) | 50.0 (1 seed) / not run / 30.0 (1 seed) | not run |" in text
     assert "<!-- compare-textrooms:start -->\n| Env | Method |\n|---|---|\n| textrooms | RLSD |\n\nSkillRise: not a " \
            "row.\n<!-- compare-textrooms:end -->" in text  # fmt: skip
     assert "<!-- bench:start -->\nnot run\n<!-- bench:end -->" in text

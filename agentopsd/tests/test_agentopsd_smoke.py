@@ -45,6 +45,20 @@ def test_cli_trains_two_steps_and_moves_every_parameter(tmp_path):
     assert n > 0 and same == [], f"unchanged parameters: {same}"
 
 
+def test_chain_tasks_log_the_credit_accuracy(tmp_path):
+    """On TextRooms chains (the environment labels each failed episode's first wrong step) the belief's most blamed
+    turn is scored against it, with the run's prior and a 0.5 prior, beside a uniformly drawn turn's rate."""
+    out = tmp_path / "run"
+    main(["train", "--config", "smoke", f"trainer.output_dir={out}", "trainer.num_rollouts=1", "env.max_turns=4",
+          "env.task_kwargs={num_tasks: 16, num_rooms: 3, task_types: [chain]}", "env.history_length=0"])  # fmt: skip
+    results = json.loads((out / "results.json").read_text())
+    logged = next(h for h in results["log_history"] if "agentopsd/credit_accuracy" in h)
+    assert logged["agentopsd/credit_episodes"] >= 1
+    for key in ("agentopsd/credit_accuracy", "agentopsd/credit_accuracy_prior_0.5"):
+        assert 0.0 <= logged[key] <= 1.0
+    assert 0.25 <= logged["agentopsd/credit_chance"] <= 0.5  # 1 / turns of failed episodes of 2-4 turns
+
+
 @pytest.mark.slow  # two more CPU trainings; the default suite keeps the method's turn and token paths and ZeRO-3
 @pytest.mark.parametrize("method", ["rlsd", "skill_sd", "gigpo"])
 def test_cli_trains_the_baselines(tmp_path, method):

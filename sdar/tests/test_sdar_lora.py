@@ -38,7 +38,7 @@ def test_self_teacher_is_the_adapted_policy_and_the_reference_the_base(tmp_path)
     prompt, teacher_prompt, completion = ids("Room 1."), ids("Skills: open doors.\nRoom 1."), ids("go to door 2")
 
     row = TrainRow(prompt[0][0].tolist(), completion[0][0].tolist(), True, 1.0,
-                   teacher_prompt_ids=teacher_prompt[0][0].tolist())  # fmt: skip
+                   teacher_prompt_ids=teacher_prompt[0][0].tolist(), meta={"group_id": 0, "won": True})  # fmt: skip
     plan = plan_steps([len(row.prompt_ids) + len(row.completion_ids)], [len(row.completion_ids)], 1, 1, 1)
     batch = {"completion_ids": completion[0], "completion_mask": completion[1]}
 

@@ -12,6 +12,7 @@ from sdar.losses import (
     gated_distillation_loss,
     k3_kl,
     step_loss,
+    update_shares,
 )
 
 
@@ -167,3 +168,24 @@ def test_step_loss_is_a_global_token_mean_of_every_term():
                 gap = teacher[b, t].item() - logps[b, t].item()
                 naive += pg + 0.01 * (math.exp(d) - d - 1) - 0.001 * ent[b, t].item() + 0.01 * sigmoid(5 * gap) * gap
     assert whole.item() == pytest.approx(naive / n, rel=1e-5)
+
+
+def test_update_shares_by_hand():
+    """Two rows of two tokens: row 0 in a group with a win (A = 1.5), row 1 in an all-fail group (A = 0)."""
+    student = torch.tensor([[-1.0, -2.0], [-1.0, -0.5]])
+    teacher = torch.tensor([[-0.5, -2.5], [-0.2, -0.5]])  # gaps +0.5, -0.5 | +0.8, 0 (the tie is neither)
+    mask = torch.tensor([[1.0, 1.0], [1.0, 1.0]])
+    all_fail = torch.tensor([[0.0, 0.0], [1.0, 1.0]])
+    shares = update_shares(student, teacher, mask, torch.tensor([1.5, 0.0]), all_fail, sdar_coef=0.1, gate_beta=5.0)
+    g = [sigmoid(2.5), sigmoid(-2.5), sigmoid(4.0), 0.5]
+    ratio = {k: (n / d).item() for k, (n, d) in shares.items()}
+    assert ratio["gate_mean_pos_gap"] == pytest.approx((g[0] + g[2]) / 2)
+    assert ratio["gate_mean_neg_gap"] == pytest.approx(g[1])
+    total = 0.1 * sum(g) + 1.5 * 2
+    assert ratio["update_share"] == pytest.approx(0.1 * sum(g) / total)
+    assert ratio["update_share_all_fail"] == pytest.approx(0.1 * (g[2] + g[3]) / total)
+    assert ratio["all_fail_token_ratio"] == pytest.approx(0.5)
+    # a masked token counts nowhere
+    masked = update_shares(student, teacher, torch.tensor([[1.0, 0.0], [1.0, 1.0]]), torch.tensor([1.5, 0.0]),
+                           all_fail, sdar_coef=0.1, gate_beta=5.0)  # fmt: skip
+    assert (masked["gate_mean_neg_gap"][1].item(), masked["all_fail_token_ratio"][1].item()) == (0.0, 3.0)

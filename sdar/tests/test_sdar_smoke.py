@@ -27,8 +27,13 @@ def test_cli_trains_two_steps_and_moves_every_parameter(tmp_path):
     assert len(results["panel"]) == 8 and len(results["panel_identity"]) == 16
     logs = [h for h in results["log_history"] if "loss" in h]
     assert len(logs) == 2
-    for key in ("sdar/gate_mean", "sdar/teacher_gap_mean", "env/success_rate", "env/invalid_action_ratio", "kl"):
+    for key in ("sdar/gate_mean", "sdar/teacher_gap_mean", "env/success_rate", "env/invalid_action_ratio", "kl",
+                "sdar/update_share", "sdar/update_share_all_fail", "sdar/all_fail_token_ratio",
+                "env/all_fail_group_ratio"):  # fmt: skip
         assert key in logs[0], key
+    # the tiny random model loses every episode: every group fails whole, so all of SDAR's update is on them
+    assert logs[0]["env/all_fail_group_ratio"] == 1.0 and logs[0]["sdar/all_fail_token_ratio"] == 1.0
+    assert 0 < logs[0]["sdar/update_share_all_fail"] == pytest.approx(logs[0]["sdar/update_share"])
     n, same = changed_parameters(tiny_qwen3(), out / "final")
     assert n > 0 and same == [], f"unchanged parameters: {same}"
 

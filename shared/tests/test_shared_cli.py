@@ -300,3 +300,23 @@ def test_launch_size_warning_counts_prompts_per_step(caplog):
     assert record.getMessage() == (
         "paper.yaml is sized for 8 processes and runs on 4: 48 prompts x 8 generations per step instead of 96 x 8."
     )
+
+
+def test_run_parallel_runs_each_command_on_one_core_with_its_label(capsys):
+    """Each run: one thread, pinned to one core of its own (where the OS pins), every line shown with its label; a
+    failing run ends the plan with its exit status after the others finished."""
+    import sys
+
+    from agentrl_shared.cli import cpu_cores, run_parallel
+
+    probe = "import os; print(os.environ['OMP_NUM_THREADS'], sorted(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else 'any')"
+    run_parallel([(f"run{i}", [sys.executable, "-c", probe]) for i in range(3)], jobs=2)
+    lines = sorted(line for line in capsys.readouterr().out.splitlines() if line.startswith("[run"))
+    assert [line.split()[0] for line in lines] == ["[run0]", "[run1]", "[run2]"]
+    assert all(line.split()[1] == "1" for line in lines)
+    if hasattr(os, "sched_getaffinity"):
+        assert all(line.split(" ", 2)[2] in {f"[{c}]" for c in cpu_cores()} for line in lines)
+    with pytest.raises(SystemExit, match="bad exited with 3"):
+        run_parallel(
+            [("bad", [sys.executable, "-c", "raise SystemExit(3)"]), ("good", [sys.executable, "-c", "1"])], 2
+        )

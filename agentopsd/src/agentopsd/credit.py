@@ -333,3 +333,22 @@ def linear_warmdown(lam0: float, step: int, warmdown_steps: int) -> float:
     if step >= warmdown_steps:
         return 0.0
     return lam0 * (1.0 - step / warmdown_steps)
+
+
+def blamed_turns(evidence: Tensor, v0: Tensor | float, episode_ids: Tensor, turn_idx: Tensor) -> dict[int, int | None]:
+    """Per episode, the turn the belief blames most: the most negative revision q_k = V_k - V_{k-1} (at A < 0 the
+    multiplier m = clip(1 - b z(q)) is largest there, so is the blame), None where several turns tie for it (a
+    saturated prior can flatten q to float zeros). A diagnostic of the credit, not part of it.
+
+    Args:
+        evidence: (N,) per-row (turn) evidence e_k. v0: (N,) or scalar prior. episode_ids, turn_idx: (N,).
+    """
+    v0 = torch.as_tensor(v0, dtype=evidence.dtype).expand_as(evidence)
+    out: dict[int, int | None] = {}
+    for eid in episode_ids.unique().tolist():
+        rows = (episode_ids == eid).nonzero().flatten()
+        rows = rows[turn_idx[rows].argsort()]
+        _, q = belief_increments(evidence[rows], v0[rows[0]])  # (K,)
+        lowest = (q == q.min()).nonzero().flatten()
+        out[eid] = int(turn_idx[rows[lowest[0]]]) if lowest.numel() == 1 else None
+    return out

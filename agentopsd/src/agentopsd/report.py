@@ -19,6 +19,7 @@ from agentrl_shared.mechanisms import file_mechanisms, load_mechanisms
 from agentrl_shared.report import (
     collect_runs,
     compare_blocks,
+    cpu_results_table,
     file_compares,
     horizon_report,
     load_runs,
@@ -27,6 +28,7 @@ from agentrl_shared.report import (
     paired_table,
     replace_block,
     success_curves,
+    training_table,
 )
 
 from .mechanisms import table as mechanisms_table
@@ -61,18 +63,14 @@ PAPER_ENVS = {"alfworld": "ALFWorld", "webshop": "WebShop", "search_qa": "Search
 PAPER_MODELS = ("Qwen2.5-3B-Instruct", "Qwen2.5-7B-Instruct")
 
 
-def cpu_table(runs: dict[str, list[dict]]) -> str:
-    rows = []
-    for method in ("untrained", "grpo", "agentopsd"):
-        payloads = runs.get(method, [])
-        commits = sorted({p["commit"] for p in payloads}) or ["-"]
-        models = ", ".join(sorted({p["model"] for p in payloads})) or "-"  # the offline name the runs started from
-        for metric, key in (("success % (valid_seen, greedy)", "success_rate_mean"),
-                            ("find %", "find_success_rate"), ("fetch %", "fetch_success_rate")):  # fmt: skip
-            values = [p["final"][key] for p in payloads if key in p["final"]]
-            rows.append(["TextRooms", models, METHOD_NAMES[method], metric, "n/a (our env)",
-                         mean_std(values), ", ".join(commits)])  # fmt: skip
-    return markdown_table(HEADER, rows)
+# what the belief did during training (`AgentOPSDTrainer._credit_accuracy`, `_log_credit`; `rollout.py`)
+TRAINING_METRICS = [
+    ("all-fail groups %", ("env/all_fail_group_ratio",), 100),
+    ("credit accuracy %: run's prior / 0.5 prior / chance",
+     ("agentopsd/credit_accuracy", "agentopsd/credit_accuracy_prior_0.5", "agentopsd/credit_chance"), 100),
+    ("V_0 saturated %", ("agentopsd/v0_saturated_ratio",), 100),
+    ("multiplier min / max", ("agentopsd/multiplier_min", "agentopsd/multiplier_max"), 1),
+]  # fmt: skip
 
 
 def paper_table(runs: dict[str, list[dict]], paper: dict) -> str:
@@ -118,7 +116,9 @@ def report(readme: Path, runs: Path | None = None, compares: list[Path] = ()) ->
         logger.info(f"report: filed {compare} in {target}")
     text = compare_blocks(readme.read_text(), results)
     cpu = load_runs(results, "cpu")
-    text = replace_block(text, "results-cpu", cpu_table(cpu))
+    text = replace_block(text, "results-cpu", cpu_results_table(cpu, METHOD_NAMES, "TextRooms chains"))
+    trained = {m: n for m, n in METHOD_NAMES.items() if m != "untrained"}
+    text = replace_block(text, "training-cpu", training_table(cpu, trained, TRAINING_METRICS))
     horizon = horizon_report(results, "cpu", METHOD_NAMES, results / "cpu" / "horizon.png")
     text = replace_block(text, "horizon-cpu", horizon)
     text = replace_block(text, "paired-cpu", paired_table(results, "cpu", METHOD_NAMES, "grpo"))

@@ -15,6 +15,7 @@ from agentrl_shared.trainer import MultiTurnGRPOTrainer
 
 from .config import ENV_TO_PROMPT, AgentOPSDConfig, EnvConfig
 from .credit import (
+    blamed_turns,
     episode_turn_credit,
     group_mean_v0,
     linear_warmdown,
@@ -47,7 +48,8 @@ class AgentOPSDTrainer(MultiTurnGRPOTrainer):
     Hooks of `MultiTurnGRPOTrainer`:
     - `_extra_forwards`: the teacher forward and the reshaped advantages above (`_credit`: Eqs. of `credit.py`).
     - `_row_meta`: group, episode, turn, row reward and episode return of every row (the belief recursion's input).
-    - `_rollout_metrics`: adds `agentopsd/teacher_prompt_truncated_ratio`.
+    - `_rollout_metrics`: adds `agentopsd/teacher_prompt_truncated_ratio` and the credit accuracy on episodes whose
+      environment labels the first wrong step (`_credit_accuracy`).
     Override of [`~trl.GRPOTrainer`]:
     - `_compute_loss`: one student forward, then `losses.step_loss`: dual-clip PPO with the (B,) or (B, T)
       advantages above, k3 KL to the reference, entropy bonus, all over the step's tokens; only the Skill-SD baseline
@@ -162,7 +164,23 @@ class AgentOPSDTrainer(MultiTurnGRPOTrainer):
         if self.uses_teacher:
             truncated, n_rows = self._sum_ranks(sum(r.teacher_prompt_truncated for r in rows), len(rows))
             metrics["agentopsd/teacher_prompt_truncated_ratio"] = truncated / max(n_rows, 1)
+        if self.uses_teacher and self.args.credit == "agentopsd":
+            metrics |= self._credit_accuracy(episodes)
         return metrics
+
+    def _credit_accuracy(self, episodes) -> dict[str, float]:
+        """How often the belief's most blamed turn (`credit.blamed_turns`) is the first wrong step of a failed episode
+        of two or more turns, where the environment labels it (`info["first_wrong_step"]`, TextRooms chains), with
+        the run's prior and with a 0.5 prior side by side; `credit_chance`: a uniformly drawn turn's hit rate."""
+        labelled = [e for e in episodes if not e.won and not e.failed and len(e.rows) > 1
+                    and e.info.get("first_wrong_step") is not None]  # fmt: skip
+        hits = [sum(self._blamed[k].get(e.episode_id) == e.info["first_wrong_step"] for e in labelled)
+                for k in ("", "_prior_0.5")]  # fmt: skip
+        n, official, half, chance = self._sum_ranks(len(labelled), *hits, sum(1 / len(e.rows) for e in labelled))
+        if n == 0:
+            return {}
+        return {"agentopsd/credit_accuracy": official / n, "agentopsd/credit_accuracy_prior_0.5": half / n,
+                "agentopsd/credit_chance": chance / n, "agentopsd/credit_episodes": n}  # fmt: skip
 
     def _credit(self, meta: dict, delta: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """AgentOPSD (or RLSD) advantages of all rows of the rollout from their GRPO advantages and the gaps
@@ -196,6 +214,9 @@ class AgentOPSDTrainer(MultiTurnGRPOTrainer):
         else:  # the raw ablation budgets each row's own reward (a row's sum of token-level rewards)
             credit = row_token_credit(advantages, delta, mask, v0, returns=rewards, **raw, **belief)
         self._log_credit(advantages, credit, mask, v0, delta, lam)
+        evidence = (delta * mask).sum(-1)  # (N,) the turn evidence, at either granularity
+        self._blamed = {"": blamed_turns(evidence, v0, episode_ids, meta["turn_idx"]),
+                        "_prior_0.5": blamed_turns(evidence, 0.5, episode_ids, meta["turn_idx"])}  # fmt: skip
         return credit
 
     def _v0(self, meta: dict) -> torch.Tensor:

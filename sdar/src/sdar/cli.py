@@ -24,9 +24,8 @@ from agentrl_shared.cli import (
     method_switches,
     model_tag,
     parse_args,
-    pending_runs,
+    reproduce_cpu,
     reproduce_paper,
-    resume_args,
     run_command,
     run_folder,
     seeds_arg,
@@ -115,6 +114,7 @@ def reproduce(
     methods: list[str] = CPU_PLAN,
     flags: LaunchFlags = LaunchFlags(),
     configs: list[str] = PAPER_CONFIGS,
+    jobs: int = 1,
 ) -> None:
     """Run one scale's plan into `output/<scale>/<method>/...` (a finished run is not redone, an unfinished one goes on
     from its last checkpoint). CPU: the untrained model vs `methods` (default GRPO and SDAR) on TextRooms, per seed.
@@ -124,13 +124,12 @@ def reproduce(
     check_plan(methods, METHODS, configs, PACKAGE)
     if scale == "cpu":
         plan = {"untrained": [], **{m: METHODS[m] for m in methods}}
-        for _, seed, method, run in pending_runs(output, "cpu", seeds, list(plan)):
-            cfg = load(CPU_CONFIG, [*plan[method], *overrides, f"trainer.seed={seed}", f"trainer.output_dir={run}",
-                                    *resume_args(run)])  # fmt: skip
-            if method == "untrained":
-                evaluate_model(cfg, method)
-            else:
-                train(cfg, method)
+
+        def run_one(method: str, run_overrides: list[str]):
+            cfg = load(CPU_CONFIG, run_overrides)
+            return evaluate_model(cfg, method) if method == "untrained" else train(cfg, method)
+
+        reproduce_cpu(PACKAGE, CPU_CONFIG, plan, seeds, overrides, output, jobs, run_one)
     else:
         reproduce_paper(PACKAGE, "SDAR", configs, methods, seeds, overrides, output, flags, load)
     if not flags.dry_run:
@@ -138,7 +137,9 @@ def reproduce(
 
         from .report import METHOD_NAMES
 
-        print(plan_summary(output, scale, METHOD_NAMES, f"SDAR, {scale} scale"))
+        # on CPU: GRPO against the untrained model, each other method against GRPO, paired on the panel's instances
+        pairs = [("grpo", "untrained"), *[(m, "grpo") for m in methods if m != "grpo"]] if scale == "cpu" else []
+        print(plan_summary(output, scale, METHOD_NAMES, f"SDAR, {scale} scale", pairs))
     logger.info(f"reproduce: runs are in {output}; `sdar report --runs {output}` updates sdar/results and the "
                 "README")  # fmt: skip
 
@@ -158,7 +159,7 @@ def main(argv: list[str] | None = None) -> None:
             report(ns.readme, ns.runs, ns.compare)
         elif ns.command == "reproduce":
             reproduce(ns.scale, seeds_arg(ns.seeds), ns.overrides, ns.output, ns.methods.split(","), launch_flags(ns),
-                      ns.configs.split(","))  # fmt: skip
+                      ns.configs.split(","), ns.jobs)  # fmt: skip
         elif ns.command == "mechanisms":
             from .mechanisms import mechanisms
 

@@ -4,7 +4,7 @@
   (`verl/trainer/ppo/sdar_utils.py`).
 - `step_loss`: one micro-batch's share of an optimizer step's total actor loss, L = pg - c_ent H + c_KL k3 + lambda
   L_SDAR, every term summed over tokens and divided by the step's global token count.
-- `gate_statistics`: the logged `sdar/*` metrics.
+- `gate_statistics`, `update_shares`: the logged `sdar/*` metrics.
 
 The row rewards and GRPO row advantages SDAR keeps from verl-agent are `agentrl_shared.trainer`'s.
 """
@@ -125,4 +125,46 @@ def gate_statistics(student_logps: Tensor, teacher_logps: Tensor, mask: Tensor, 
             "gate_mean": (gate[m].sum() / n).item(),
             "gate_active_ratio": ((gate[m] > 0.5).sum() / n).item(),
             "teacher_gap_mean": (gap[m].sum() / n).item(),
+        }
+
+
+def update_shares(
+    student_logps: Tensor,
+    teacher_logps: Tensor,
+    mask: Tensor,
+    advantages: Tensor,
+    all_fail: Tensor,
+    *,
+    sdar_coef: float,
+    gate_beta: float,
+) -> dict[str, tuple[Tensor, Tensor]]:
+    """(numerator, denominator) token sums of the mechanism metrics, to be reduced over ranks before dividing.
+
+    Per token, the PPO term's gradient is -A r grad l^S (r = 1 at theta_old) and the SDAR term's is -lambda g grad l^S
+    (`gated_distillation_per_token`), so |A| and lambda * g are the two terms' weights on the same direction:
+    - `gate_mean_pos_gap`, `gate_mean_neg_gap`: the mean gate g on tokens with l^T - l^S > 0 (teacher endorses) and
+      < 0 (teacher rejects);
+    - `update_share`: sum lambda g / sum (|A| + lambda g), SDAR's share of the update's token weights;
+    - `update_share_all_fail`: the same numerator on the tokens of all-fail groups only (GRPO's A = 0 there, so this
+      is the update that only SDAR makes), over every token's weights;
+    - `all_fail_token_ratio`: the share of tokens in all-fail groups.
+
+    Args:
+        student_logps, teacher_logps, mask: (B, T). advantages: (B,) or (B, T). all_fail: (B, T), 1 on rows of a
+            group whose episodes all failed.
+    """
+    with torch.no_grad():
+        m = mask.float()
+        gap = (teacher_logps - student_logps).float()  # (B, T)
+        gate = torch.sigmoid(gate_beta * gap)  # (B, T)
+        adv = advantages.float() if advantages.dim() == 2 else advantages.float().unsqueeze(1).expand_as(gap)
+        sdar, pg = sdar_coef * gate * m, adv.abs() * m  # (B, T) each
+        pos, neg, af = (gap > 0).float() * m, (gap < 0).float() * m, all_fail.float() * m
+        total = (sdar + pg).sum()
+        return {
+            "gate_mean_pos_gap": ((gate * pos).sum(), pos.sum()),
+            "gate_mean_neg_gap": ((gate * neg).sum(), neg.sum()),
+            "update_share": (sdar.sum(), total),
+            "update_share_all_fail": ((sdar * af).sum(), total),
+            "all_fail_token_ratio": (af.sum(), m.sum()),
         }

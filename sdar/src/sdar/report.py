@@ -20,6 +20,7 @@ from agentrl_shared.mechanisms import file_mechanisms, load_mechanisms
 from agentrl_shared.report import (
     collect_runs,
     compare_blocks,
+    cpu_results_table,
     file_compares,
     horizon_report,
     load_runs,
@@ -28,6 +29,7 @@ from agentrl_shared.report import (
     paired_table,
     replace_block,
     success_curves,
+    training_table,
 )
 
 from .mechanisms import table as mechanisms_table
@@ -60,18 +62,16 @@ METHOD_NAMES = {"untrained": "Vanilla", "grpo": "GRPO", "grpo_opsd": "GRPO+OPSD"
 PAPER_MODELS = {"qwen2.5-3b": "Qwen2.5-3B-Instruct", "qwen2.5-7b": "Qwen2.5-7B-Instruct", "qwen3-1.7b": "Qwen3-1.7B"}
 
 
-def cpu_table(runs: dict[str, list[dict]]) -> str:
-    rows = []
-    for method in ("untrained", "grpo", "grpo_opsd", "sdar", "opsd"):
-        payloads = runs.get(method, [])
-        commits = sorted({p["commit"] for p in payloads}) or ["-"]
-        models = ", ".join(sorted({p["model"] for p in payloads})) or "-"  # the offline name the runs started from
-        for metric, key in (("success % (valid_seen, greedy)", "success_rate_mean"),
-                            ("find %", "find_success_rate"), ("fetch %", "fetch_success_rate")):  # fmt: skip
-            values = [p["final"][key] for p in payloads if key in p["final"]]
-            rows.append(["TextRooms", models, METHOD_NAMES[method], metric, "n/a (our env)",
-                         mean_std(values), ", ".join(commits)])  # fmt: skip
-    return markdown_table(["Env", "Model", "Method", "Metric", "Paper", "Ours (mean +- std, n seeds)", "commit"], rows)
+# what SDAR's term acted on during training (`losses.update_shares`; env/all_fail_group_ratio: `rollout.py`)
+TRAINING_METRICS = [
+    ("all-fail groups %", ("env/all_fail_group_ratio",), 100),
+    ("gate mean, gap > 0 / gap < 0", ("sdar/gate_mean_pos_gap", "sdar/gate_mean_neg_gap"), 1),
+    (
+        "SDAR share of the update % (all / on all-fail groups)",
+        ("sdar/update_share", "sdar/update_share_all_fail"),
+        100,
+    ),
+]
 
 
 def paper_table(runs: dict[str, list[dict]], paper: dict) -> str:
@@ -102,7 +102,9 @@ def report(readme: Path, runs: Path | None = None, compares: list[Path] = ()) ->
         logger.info(f"report: filed {compare} in {target}")
     text = compare_blocks(readme.read_text(), results)
     cpu = load_runs(results, "cpu")
-    text = replace_block(text, "results-cpu", cpu_table(cpu))
+    text = replace_block(text, "results-cpu", cpu_results_table(cpu, METHOD_NAMES, "TextRooms chains"))
+    trained = {m: n for m, n in METHOD_NAMES.items() if m != "untrained"}
+    text = replace_block(text, "training-cpu", training_table(cpu, trained, TRAINING_METRICS))
     horizon = horizon_report(results, "cpu", METHOD_NAMES, results / "cpu" / "horizon.png")
     text = replace_block(text, "horizon-cpu", horizon)
     text = replace_block(text, "paired-cpu", paired_table(results, "cpu", METHOD_NAMES, "grpo"))

@@ -9,11 +9,13 @@ to the PPO actor loss.
 
 import math
 
+import torch
+
 from agentrl_shared.prompts import make_prompt
 from agentrl_shared.trainer import MultiTurnGRPOTrainer
 
 from .config import ENV_TO_PROMPT, EnvConfig, SDARConfig
-from .losses import gate_statistics, step_loss
+from .losses import gate_statistics, step_loss, update_shares
 
 
 class SDARTrainer(MultiTurnGRPOTrainer):
@@ -30,6 +32,7 @@ class SDARTrainer(MultiTurnGRPOTrainer):
     - `_score`: the inherited advantages times `pg_loss_coef` (0 = the OPSD baseline, no RL term).
     - `_extra_forwards`: the self-teacher's log-probs of the sampled tokens, l_T, once per rollout at theta_old (the
       same policy on the skill-prefixed prompt), no-grad, in chunks of `log_prob_micro_batch_rows` rows.
+    - `_row_meta`: each row's group and whether its episode was won (the all-fail groups of the update shares).
     - `_rollout_metrics`: adds `sdar/teacher_prompt_truncated_ratio`.
     Override of [`~trl.GRPOTrainer`]:
     - `_compute_loss`: one student forward (log-probs and entropies; the shared prompt prefix once per micro-batch
@@ -79,14 +82,22 @@ class SDARTrainer(MultiTurnGRPOTrainer):
         rows, advantages = super()._score(episodes)
         return rows, self.args.pg_loss_coef * advantages
 
+    def _row_meta(self, row) -> dict:
+        return {"group_id": row.group_id, "won": row.episode_return > 0}
+
     def _extra_forwards(self, micro_batches, indices, rows, plan, old) -> None:
         """The self-teacher's log-probs l_T of the sampled tokens (Eq. 5), once per rollout at theta_old: the same
         policy on the skill-prefixed prompt, no-grad, in chunks of `log_prob_micro_batch_rows` rows (verl's
         `compute_log_prob` batch size), the same forwards on every rank (the skill block run once per chunk with
-        `shared_prefix_teacher`)."""
+        `shared_prefix_teacher`). For the logged update shares, each token is also flagged when its group's episodes
+        all failed (GRPO's advantage is 0 there: the update on it is SDAR's alone)."""
         if self.uses_teacher:
             teacher = self._teacher_row_logps(rows, plan)
             self._to_micro_batches(teacher, micro_batches, indices, "teacher_per_token_logps")
+            won_groups = {r.meta["group_id"] for r in rows if r.carries_loss and r.meta["won"]}
+            all_fail = {i: torch.full_like(teacher[i], float(rows[i].meta["group_id"] not in won_groups))
+                        for i in teacher}  # fmt: skip
+            self._to_micro_batches(all_fail, micro_batches, indices, "all_fail_group")
 
     def _rollout_metrics(self, episodes, rows) -> dict[str, float]:
         metrics = super()._rollout_metrics(episodes, rows)
@@ -124,5 +135,15 @@ class SDARTrainer(MultiTurnGRPOTrainer):
             n = mask.sum()
             for key, value in gate_statistics(logps.detach(), teacher, mask, gate_beta=self.args.gate_beta).items():
                 logged[f"sdar/{key}"] = value * n  # a token mean back to a token sum
+            self._log_mechanism(logps.detach(), teacher, mask, inputs["advantages"], inputs["all_fail_group"])
         self._log_token_means(logged, mask.sum())
         return loss
+
+    def _log_mechanism(self, logps, teacher, mask, advantages, all_fail) -> None:
+        """Where SDAR's term acts, over each micro-batch's tokens on all ranks (`update_shares`): the gate's mean on
+        tokens the teacher endorses (gap > 0) and rejects (gap < 0), and SDAR's share of the update, overall and on
+        the rows of all-fail groups (where GRPO's advantage is 0)."""
+        shares = update_shares(logps, teacher, mask, advantages, all_fail, sdar_coef=self.args.sdar_coef,
+                               gate_beta=self.args.gate_beta)  # fmt: skip
+        for name, (numerator, denominator) in shares.items():
+            self._log_token_means({f"sdar/{name}": numerator}, denominator)

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from importlib.resources import files
@@ -223,6 +224,34 @@ def run_training(
     }
 
 
+CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo flags of native bf16 matmuls (oneDNN uses either)
+
+
+def cpu_bf16_flags() -> list[str]:
+    """This CPU's native-bf16 flags among `CPU_BF16_FLAGS` (Linux `/proc/cpuinfo`; none elsewhere)."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if not cpuinfo.is_file():
+        return []
+    flags = set(next((line for line in cpuinfo.read_text().splitlines() if line.startswith("flags")), "").split())
+    return [f for f in CPU_BF16_FLAGS if f in flags]
+
+
+def cpu_precision(overrides: list[str]) -> list[str]:
+    """The CPU plans' precision: bf16 autocast (`trainer.bf16=true`) where the CPU has native bf16 (`cpu_bf16_flags`;
+    3-4x faster than fp32 there, 6-100x slower without), fp32 elsewhere; a `trainer.bf16=...` override wins, so
+    `trainer.bf16=false` reproduces fp32 results on any machine. Every results file records the precision and flags."""
+    if any(o.startswith("trainer.bf16=") for o in overrides):
+        return []
+    flags = cpu_bf16_flags()
+    logger.info(f"CPU precision: {'bf16 autocast (' + ', '.join(flags) + ')' if flags else 'fp32 (no native bf16)'}")
+    return ["trainer.bf16=true"] if flags else []
+
+
+def precision_fields(cfg: dict) -> dict:
+    """What a results file records of the precision it ran in: `bf16` autocast or `fp32`, and the CPU's bf16 flags."""
+    return {"precision": "bf16" if cfg["trainer"].bf16 else "fp32", "cpu_bf16_flags": cpu_bf16_flags()}
+
+
 def panel_fields(panel: list[dict], eval_seeds: list[int]) -> dict:
     """The evaluation panel a results file was measured on: its seeds, every instance (task id, seed) in the order
     played, and the panel's hash (`evaluation.panel_identity`), so that two results files can be paired."""
@@ -252,6 +281,7 @@ def training_payload(trainer, cfg: dict, resolved: dict, method: str, panel: lis
         "log_history": trainer.state.log_history,
         "config": resolved,
         "torch_threads": torch.get_num_threads(),
+        **precision_fields(cfg),
     }
 
 
@@ -268,6 +298,7 @@ def eval_payload(cfg: dict, resolved: dict, method: str, panel: list[dict], eval
         "final": final,
         "curve": [],
         "config": resolved,
+        **precision_fields(cfg),
     }
 
 
@@ -524,7 +555,11 @@ def reproduce_paper(
 
 
 def add_plan_flags(q: argparse.ArgumentParser, plan: list[str], methods: list[str], configs: list[str]) -> None:
-    """`reproduce --methods` (both scales) and `--configs` (paper scale) of a package whose plan can be chosen."""
+    """`reproduce --methods` (both scales), `--configs` (paper scale) and `--jobs` (CPU scale) of a package whose plan
+    can be chosen."""
+    q.add_argument("--jobs", type=int, default=len(cpu_cores()),
+                   help=f"cpu scale: runs at a time, one core each (default: this machine's {len(cpu_cores())}; 1: one "
+                   "after another in this process, on every core)")  # fmt: skip
     q.add_argument("--methods", default=",".join(plan),
                    help=f"comma-separated, of {', '.join(methods)} (default {','.join(plan)}; at cpu scale the "
                    "untrained model is always evaluated too)")  # fmt: skip
@@ -717,6 +752,90 @@ def seeds_arg(text: str) -> list[int]:
         ) from None
 
 
+def cpu_cores() -> list[int]:
+    """The cores this process may run on (its affinity mask where the OS has one, else every core)."""
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+
+
+def reproduce_cpu(package: str, config: str, plan: dict[str, list[str]], seeds: list[int], overrides: list[str],
+                  output: Path, jobs: int, run_one: Callable[[str, list[str]], object]) -> None:  # fmt: skip
+    """A package's CPU plan: every unfinished run of `plan` (`{method: switches}`, `untrained` evaluated, the others
+    trained) x `seeds` into `<output>/cpu/<method>/seed<seed>` (`pending_runs`), in the CPU's precision
+    (`cpu_precision`), an unfinished run resuming from its checkpoint. `jobs` > 1: that many runs at a time, one core
+    each (`run_parallel`: `<package> train|eval` subprocesses, the trained runs first); 1: one after another in this
+    process, `run_one(method, overrides)` each."""
+    precision = cpu_precision(overrides)
+
+    def run_overrides(seed: int, run: Path) -> list[str]:
+        return [*precision, *overrides, f"trainer.seed={seed}", f"trainer.output_dir={run}", *resume_args(run)]
+
+    if jobs <= 1:
+        for _, seed, method, run in pending_runs(output, "cpu", seeds, list(plan)):
+            run_one(method, [*plan[method], *run_overrides(seed, run)])
+        return
+    pending = sorted(pending_runs(output, "cpu", seeds, list(plan)), key=lambda r: (r[2] == "untrained", r[1]))
+    run_parallel([(f"{method} seed {seed}", [sys.executable, "-m", f"{package}.cli",
+                                              "eval" if method == "untrained" else "train", "--config", config,
+                                              "--method", method, *run_overrides(seed, run)])
+                  for _, seed, method, run in pending], jobs)  # fmt: skip
+
+
+def run_parallel(commands: list[tuple[str, list[str]]], jobs: int) -> None:
+    """Run a CPU plan's runs as `(label, argv)` subprocesses, `jobs` at a time, each on one core: one thread
+    (`OMP_NUM_THREADS=1`) and pinned to a core of its own where the OS allows it, as the filed runs were. Every line a
+    run prints is shown prefixed with its label. A SIGTERM or SIGINT is passed on to the running ones (a training run
+    stops after its rollout with a checkpoint), no further run starts, and the plan ends with `Stopped`; a run that
+    fails ends the plan with its exit status once the others have finished."""
+    import queue
+
+    cores, todo, lines = cpu_cores(), list(commands), queue.Queue()
+    running: dict[int, tuple[subprocess.Popen, str]] = {}  # core -> (process, label)
+    received: list[int] = []
+    failed: list[tuple[str, int]] = []
+
+    def on_signal(signum, frame) -> None:
+        received.append(signum)
+        logger.warning(f"{signal.Signals(signum).name}: passed on to the running runs; no further run starts")
+        for proc, _ in running.values():
+            proc.send_signal(signum)
+
+    def pump(proc: subprocess.Popen, label: str) -> None:
+        for line in proc.stdout:
+            lines.put(f"[{label}] {line.rstrip()}")
+
+    handlers = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        while todo or running:
+            for core in cores[: max(jobs, 1)]:
+                if core not in running and todo and not received:
+                    label, argv = todo.pop(0)
+                    pin = (lambda c=core: os.sched_setaffinity(0, {c})) if hasattr(os, "sched_setaffinity") else None
+                    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                            env={**os.environ, "OMP_NUM_THREADS": "1"}, preexec_fn=pin)  # fmt: skip
+                    threading.Thread(target=pump, args=(proc, label), daemon=True).start()
+                    running[core] = (proc, label)
+                    logger.info(f"reproduce: {label} started on core {core}")
+            while not lines.empty():
+                print(lines.get(), flush=True)
+            for core, (proc, label) in list(running.items()):
+                if proc.poll() is not None:
+                    del running[core]
+                    if proc.returncode != 0 and not received:
+                        failed.append((label, proc.returncode))
+            if received and not running:
+                todo.clear()
+            time.sleep(0.2)
+        while not lines.empty():
+            print(lines.get(), flush=True)
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    if received:
+        raise Stopped(received[0])
+    if failed:
+        raise SystemExit(f"reproduce: {', '.join(f'{label} exited with {code}' for label, code in failed)}")
+
+
 class Stopped(SystemExit):
     """The end of a command that a signal stopped cleanly (a training run: its last rollout is in a checkpoint; a
     plan: no later run started): exit status 128 + the signal's number (143 for SIGTERM), so that a script or a
@@ -766,6 +885,9 @@ __all__ = [
     "add_mechanisms_flags",
     "add_plan_flags",
     "check_plan",
+    "cpu_bf16_flags",
+    "cpu_cores",
+    "cpu_precision",
     "latest_checkpoint",
     "launch",
     "launch_flags",
@@ -778,7 +900,10 @@ __all__ = [
     "log_to_file",
     "parse_args",
     "pending_runs",
+    "precision_fields",
+    "reproduce_cpu",
     "reproduce_paper",
+    "run_parallel",
     "resume_args",
     "run_command",
     "Stopped",

@@ -256,6 +256,17 @@ def fmt(value: float, digits: int = 2) -> str:
     return "n/a" if value != value else f"{value:.{digits}f}"  # NaN: no tokens of that kind
 
 
+def by_length(entry: dict) -> str:
+    """Student and teacher success per TextRooms chain length (the summaries' `chain<L>_success_rate`); `-` for a
+    panel without chains."""
+    cells = []
+    for who in ("student", "teacher"):
+        summary = entry[who]["summary"]
+        rates = [summary.get(f"chain{n}_success_rate") for n in (1, 2, 3, 4)]
+        cells.append(" / ".join("-" if r is None else fmt(100 * r, 0) for r in rates))
+    return " vs ".join(cells)
+
+
 def mechanisms_table(payload: dict | None, labels: list[str], columns: list[tuple[str, Callable[[dict], str]]]) -> str:
     """The README table of a mechanisms file: one row per model of `labels`, the shared columns (student and teacher
     success, the gap's mean on all / won / failed tokens and its quantiles), then the package's `columns` (header,
@@ -268,6 +279,7 @@ def mechanisms_table(payload: dict | None, labels: list[str], columns: list[tupl
         ("gap mean, all tokens", lambda e: fmt(e["gap"]["all"]["mean"], 3)),
         ("gap p10 / p50 / p90", lambda e: " / ".join(fmt(e["gap"]["all"][k], 3) for k in ("p10", "p50", "p90"))),
         ("gap mean, won / failed episodes", lambda e: f"{fmt(e['gap']['won']['mean'], 3)} / {fmt(e['gap']['failed']['mean'], 3)}"),
+        ("student / teacher success % by chain length 1 / 2 / 3 / 4", by_length),
     ]  # fmt: skip
     header = ["Model", *[h for h, _ in shared + columns], "commit"]
     if not payload:

@@ -15,6 +15,7 @@ No function here touches the network.
 import importlib.util
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -49,8 +50,9 @@ def _package_dir(name: str, extra_hint: str) -> Path:
     return Path(spec.origin).parent
 
 
-def _build_once(target: Path, build: Callable[[Path], None]) -> Path:
-    """Run `build(tmp_dir)` once and move the result to `target`; concurrent callers wait on a lock."""
+def _build_once(target: Path, build: Callable[[Path], None], what: str = "") -> Path:
+    """Run `build(tmp_dir)` once and move the result to `target`; concurrent callers wait on a lock. A build prints a
+    line when it starts (with `what` it does) and when it ends, so a long one is never silent."""
     if (target / ".complete").exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -58,8 +60,13 @@ def _build_once(target: Path, build: Callable[[Path], None]) -> Path:
         if (target / ".complete").exists():
             return target
         tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=target.name + ".tmp"))
+        start = time.perf_counter()
+        print(
+            f"building {target.name} into {target.parent}{': ' + what if what else ''} (once per machine)", flush=True
+        )
         try:
             build(tmp)
+            print(f"built {target.name} in {time.perf_counter() - start:.0f}s", flush=True)
             (tmp / ".complete").touch()
             if target.exists():
                 shutil.rmtree(target)
@@ -185,7 +192,8 @@ def smollm2_135m_skills() -> Path:
     for name in ("general", "find", "fetch"):
         recipe.update((importlib.resources.files("agentrl_shared.skills") / "textrooms" / f"{name}.md").read_bytes())
     return _build_once(cache_dir() / f"smollm2-135m-skills-{recipe.hexdigest()[:12]}",
-                       lambda out: skill_reader.build(smollm2_135m(), out))  # fmt: skip
+                       lambda out: skill_reader.build(smollm2_135m(), out),
+                       "a fine-tune of SmolLM2-135M on skill blocks, about 4 minutes on 2 cores")  # fmt: skip
 
 
 OFFLINE_MODELS = ("tiny-qwen3", "smollm2-135m", "smollm2-135m-skills", "tiny-qwen25-vl")

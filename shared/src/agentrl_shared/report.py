@@ -73,15 +73,64 @@ def replace_block(text: str, name: str, block: str) -> str:
     return f"{head}{start}\n{block.rstrip()}\n{end}{tail}"
 
 
-def mean_std(values: list[float], scale: float = 100.0) -> str:
+def mean_std(values: list[float], scale: float = 100.0, digits: int = 1) -> str:
     """`m +- s (n seeds)` in percent by default; one seed has no spread to show (`m (1 seed)`); `not run` for an
     empty list."""
     if not values:
         return "not run"
     m = statistics.fmean(values) * scale
     if len(values) == 1:
-        return f"{m:.1f} (1 seed)"
-    return f"{m:.1f} +- {statistics.stdev(values) * scale:.1f} ({len(values)} seeds)"
+        return f"{m:.{digits}f} (1 seed)"
+    return f"{m:.{digits}f} +- {statistics.stdev(values) * scale:.{digits}f} ({len(values)} seeds)"
+
+
+def log_mean(payloads: list[dict], key: str) -> list[float]:
+    """Each run's mean of `key` over the entries of its logged history that have it (a rollout's or a step's
+    metrics); runs that never logged it are left out."""
+    out = []
+    for p in payloads:
+        values = [e[key] for e in p.get("log_history", []) if key in e]
+        if values:
+            out.append(statistics.fmean(values))
+    return out
+
+
+CHAIN_METRICS = [("success % (valid_seen, greedy)", "success_rate_mean")] + [
+    (f"chains of {n} %", f"chain{n}_success_rate") for n in (1, 2, 3, 4)
+]  # the TextRooms chain panel's success, overall and per chain length (task type `chain<L>`)
+
+
+def cpu_results_table(runs: dict[str, list[dict]], names: dict[str, str], env: str,
+                      metrics: list[tuple[str, str]] = CHAIN_METRICS) -> str:  # fmt: skip
+    """The CPU plan's results: per method of `names` (in order) and metric (header, key of the final summary), the
+    mean +- std over seeds, with the model the runs started from, their precision (`precision_fields`) and commits."""
+    rows = []
+    for method, name in names.items():
+        payloads = runs.get(method, [])
+        commits = ", ".join(sorted({p["commit"] for p in payloads})) or "-"
+        models = ", ".join(sorted({p["model"] for p in payloads})) or "-"
+        precision = ", ".join(sorted({p.get("precision", "fp32") for p in payloads})) or "-"
+        for metric, key in metrics:
+            values = [p["final"][key] for p in payloads if key in p["final"]]
+            rows.append([env, models, precision, name, metric, mean_std(values), commits])
+    return markdown_table(["Env", "Model", "Precision", "Method", "Metric", "Ours (mean +- std, n seeds)", "commit"],
+                          rows)  # fmt: skip
+
+
+def training_table(runs: dict[str, list[dict]], names: dict[str, str],
+                   metrics: list[tuple[str, tuple[str, ...], float]]) -> str:  # fmt: skip
+    """What each trained method's mechanism did during training: per `(header, logged keys, scale)` of `metrics`,
+    each run's mean over its logged history (`log_mean`), then mean +- std over seeds, keys joined by ` / `; the
+    optimizer steps first; `not run` where no run logged a key (GRPO has no teacher)."""
+    rows = []
+    for method, name in names.items():
+        payloads = [p for p in runs.get(method, []) if "log_history" in p]
+        if not payloads:
+            continue
+        cells = [" / ".join(mean_std(log_mean(payloads, k), scale=scale, digits=1 if scale == 100 else 2)
+                            for k in keys) for _, keys, scale in metrics]  # fmt: skip
+        rows.append([name, mean_std([p["steps"] for p in payloads], scale=1.0), *cells])
+    return markdown_table(["Method", "optimizer steps", *[h for h, _, _ in metrics]], rows)
 
 
 def final_episodes(run: Path, trained: str = "eval_episodes.jsonl", evaluated: str = "episodes.jsonl") -> list[dict]:
@@ -219,22 +268,24 @@ def paired_markdown(runs: dict[str, list[Path]], baseline: str,
     per-instance difference in points of `metric` (what `outcomes` gives), its bootstrap 95 % intervals over
     instances and over training seeds and instances (`paired_difference`), and the mean difference at each seed;
     `not run` where nothing pairs."""
-    rows = []
-    for name, folders in runs.items():
-        if name == baseline:
-            continue
-        d = paired_difference(folders, runs[baseline], outcomes=outcomes)
-        if d is None:
-            rows.append([name, "not run", "not run", "not run", "0", "-", "-"])
-            continue
-        seeds = "- (1 seed)" if d["lo_seeds"] is None else f"[{d['lo_seeds']:+.1f}, {d['hi_seeds']:+.1f}]"
-        rows.append([name, f"{d['mean']:+.1f}", f"[{d['lo']:+.1f}, {d['hi']:+.1f}]", seeds,
-                     f"{d['instances']} x {d['seeds']}", " / ".join(f"{x:+.1f}" for x in d["per_seed"]),
-                     f"{d['better']} / {d['worse']}"])  # fmt: skip
-    header = [f"Method - {baseline}", f"{metric} pts (paired mean)", "95 % interval, instances resampled",
-              "95 % interval, seeds and instances resampled", "panel instances x seeds", "per seed",
-              "instances better / worse"]  # fmt: skip
-    return markdown_table(header, rows)
+    rows = [paired_row(name, paired_difference(folders, runs[baseline], outcomes=outcomes))
+            for name, folders in runs.items() if name != baseline]  # fmt: skip
+    return markdown_table(paired_header(f"Method - {baseline}", metric), rows)
+
+
+def paired_header(first: str, metric: str = "success") -> list[str]:
+    return [first, f"{metric} pts (paired mean)", "95 % interval, instances resampled",
+            "95 % interval, seeds and instances resampled", "panel instances x seeds", "per seed",
+            "instances better / worse"]  # fmt: skip
+
+
+def paired_row(name: str, d: dict | None) -> list[str]:
+    """One row of a paired table (`paired_header`) from `paired_difference`'s result; `not run` where None."""
+    if d is None:
+        return [name, "not run", "not run", "not run", "0", "-", "-"]
+    seeds = "- (1 seed)" if d["lo_seeds"] is None else f"[{d['lo_seeds']:+.1f}, {d['hi_seeds']:+.1f}]"
+    return [name, f"{d['mean']:+.1f}", f"[{d['lo']:+.1f}, {d['hi']:+.1f}]", seeds, f"{d['instances']} x {d['seeds']}",
+            " / ".join(f"{x:+.1f}" for x in d["per_seed"]), f"{d['better']} / {d['worse']}"]  # fmt: skip
 
 
 def paired_table(results: Path, scale: str, names: dict[str, str], baseline: str,
@@ -319,10 +370,12 @@ def success_curves(runs: dict[str, list[dict]], names: dict[str, str], path: Pat
         plot_curves(series, path, "rollouts", "held-out success % (greedy)", title, levels)
 
 
-def plan_summary(output: Path, scale: str, names: dict[str, str], title: str) -> str:
+def plan_summary(output: Path, scale: str, names: dict[str, str], title: str,
+                 pairs: list[tuple[str, str]] = ()) -> str:  # fmt: skip
     """What a finished `reproduce` prints: one row per method of `<output>/<scale>/<method>/seed*/results.json`
     (held-out success mean +- std over the seeds, n, and the seconds each run took: training with its evaluations, or
-    the evaluation alone), and the learning curves written to `<output>/<scale>/learning_curves.png` (runs/ only;
+    the evaluation alone), the paired difference of each `(method, baseline)` of `pairs` on the same panel instances
+    (`paired_difference`), and the learning curves written to `<output>/<scale>/learning_curves.png` (runs/ only;
     tracked files are `report`'s)."""
     rows, runs, total = [], {}, 0.0
     for method, name in names.items():
@@ -336,4 +389,8 @@ def plan_summary(output: Path, scale: str, names: dict[str, str], title: str) ->
                      f"{statistics.fmean(seconds):.0f}"])  # fmt: skip
     success_curves(runs, names, output / scale / "learning_curves.png", title)
     table = markdown_table(["Method", "success % (mean +- std, n seeds)", "n", "seconds per run"], rows)
+    paired = [paired_row(f"{names[m]} - {names[b]}", paired_difference(*(sorted((output / scale / x).glob("seed*"))
+                                                                       for x in (m, b)))) for m, b in pairs]  # fmt: skip
+    if paired:
+        table += "\n\n" + markdown_table(paired_header("Paired on the panel"), paired)
     return f"{table}\n\n{total:.0f} s of runs in all; curves: {output / scale / 'learning_curves.png'}"
