@@ -229,18 +229,18 @@ COMPARE_ENV_sdar_coef = textrooms
 REUSE_sdar_coef = --reuse GRPO=runs/sdar/cpu/grpo --reuse SDAR=runs/sdar/cpu/sdar
 NOTE_sdar_coef = "SDAR-x10 and SDAR-x100: sdar_coef 0.1 and 1.0, 10 and 100 times the paper's 0.01; GRPO+OPSD-x100: \
 the same term ungated (gate_beta 0, g = 0.5 on every token) at sdar_coef 1.0. Every other setting is SDAR's CPU plan."
-# the same methods at 4x the CPU plan's budget (12 rollouts, evaluated every 4): does the term act given more updates?
+# the same methods at 3x the CPU plan's budget (12 rollouts, evaluated every 4): does the term act given more updates?
 LONG = trainer.num_rollouts=12:env.eval_every=4
 COMPARE_sdar_long = GRPO=sdar:textrooms_smollm2-135m_cpu:grpo:$(LONG) SDAR=sdar:textrooms_smollm2-135m_cpu:sdar:$(LONG) \
 	SDAR-x10=sdar:textrooms_smollm2-135m_cpu:sdar:trainer.sdar_coef=0.1:$(LONG)
 COMPARE_ENV_sdar_long = textrooms
-NOTE_sdar_long = "SDAR's CPU plan at 12 rollouts instead of 3 (evaluated every 4), everything else unchanged; SDAR-x10: \
+NOTE_sdar_long = "SDAR's CPU plan at 12 rollouts instead of 4 (evaluated every 4), everything else unchanged; SDAR-x10: \
 sdar_coef 0.1, 10 times the paper's 0.01."
-# AgentOPSD's belief reweighting against GRPO at the same 4x budget on AgentOPSD's CPU plan
+# AgentOPSD's belief reweighting against GRPO at the same 3x budget on AgentOPSD's CPU plan
 COMPARE_agentopsd_long = GRPO=agentopsd:textrooms_smollm2-135m_cpu:grpo:$(LONG) \
 	AgentOPSD=agentopsd:textrooms_smollm2-135m_cpu:agentopsd:$(LONG)
 COMPARE_ENV_agentopsd_long = textrooms
-NOTE_agentopsd_long = "AgentOPSD's CPU plan at 12 rollouts instead of 3 (evaluated every 4), everything else unchanged."
+NOTE_agentopsd_long = "AgentOPSD's CPU plan at 12 rollouts instead of 4 (evaluated every 4), everything else unchanged."
 
 compare: setup  ## methods side by side, one table and one plot: ENV=textrooms (GRPO, SDAR, AgentOPSD, RLSD, Skill-SD, GiGPO) | sdar_coef (SDAR's coefficient) | sdar_long, agentopsd_long (12 rollouts) SEEDS=0,1,2
 	@test -n "$(COMPARE_$(ENV))" || { echo "No compare plan for ENV=$(ENV); valid: textrooms, sdar_coef, sdar_long, agentopsd_long"; exit 2; }

@@ -80,7 +80,7 @@ def test_runs_on_different_panels_are_refused(tmp_path):
     runs = tmp_path / "runs"
     write(runs, "GRPO", 0, payload(0, 0.5))
     write(runs, "SDAR", 0, payload(0, 0.5, env={"name": "textrooms", "eval_episodes": 32}))
-    with pytest.raises(SystemExit, match="do not share one model, environment, panel and training budget"):
+    with pytest.raises(SystemExit, match="do not share one model, environment, panel, training budget and precision"):
         main(["GRPO=agentopsd:x", "SDAR=sdar:x", "--env", "textrooms", "--out", str(tmp_path / "o"),
               "--runs", str(runs)])  # fmt: skip
 
@@ -125,6 +125,7 @@ def test_a_reused_run_must_match_method_and_overrides(tmp_path, monkeypatch):
         write(runs, "SDAR", seed, payload(seed, 0.7, method=method))
 
     monkeypatch.setattr("agentrl_shared.compare.train", fake_train)
+    monkeypatch.setattr("agentrl_shared.cli.cpu_bf16_flags", lambda: [])  # a CPU without native bf16: fp32
     main(["SDAR=sdar:x:sdar", "--env", "textrooms", "--out", str(tmp_path / "o"), "--runs", str(runs),
           "--reuse", f"SDAR={plan / 'sdar'}"])  # fmt: skip
     assert trained == [("sdar", 0, ())]
@@ -135,6 +136,25 @@ def test_a_reused_run_must_match_method_and_overrides(tmp_path, monkeypatch):
     with pytest.raises(SystemExit, match="not entries: RLSD"):
         main(["SDAR=sdar:x:sdar", "--env", "textrooms", "--out", str(tmp_path / "o"), "--runs", str(runs),
               "--reuse", "RLSD=somewhere"])  # fmt: skip
+
+
+def test_runs_train_in_the_cpu_precision_and_mixed_precisions_are_refused(tmp_path, monkeypatch):
+    """As the packages' CPU plans: bf16 autocast where the CPU has native bf16 (an explicit trainer.bf16 wins), and a
+    table never mixes a bf16 run with an fp32 one."""
+    runs, trained = tmp_path / "runs", []
+
+    def fake_train(package, config, method, seed, run, overrides):
+        trained.append(tuple(overrides))
+        write(runs, "SDAR", seed, {**payload(seed, 0.7, method=method), "precision": "bf16"})
+
+    monkeypatch.setattr("agentrl_shared.compare.train", fake_train)
+    monkeypatch.setattr("agentrl_shared.cli.cpu_bf16_flags", lambda: ["amx_bf16"])
+    main(["SDAR=sdar:x:sdar", "--env", "textrooms", "--out", str(tmp_path / "o"), "--runs", str(runs)])
+    assert trained == [("trainer.bf16=true",)]
+    write(runs, "GRPO", 0, payload(0, 0.5))  # filed before precision was recorded: fp32
+    with pytest.raises(SystemExit, match="precision .*GRPO seed 0; SDAR seed 0"):
+        main(["GRPO=agentopsd:x", "SDAR=sdar:x:sdar", "--env", "textrooms", "--out", str(tmp_path / "o"),
+              "--runs", str(runs)])  # fmt: skip
 
 
 def test_plot_band_is_mean_plus_minus_sample_std():
@@ -270,6 +290,7 @@ def test_an_entry_s_own_overrides_train_after_the_common_ones_and_are_never_reus
         write(runs, run.parent.name, seed, payload(seed, 0.7, method=method))
 
     monkeypatch.setattr("agentrl_shared.compare.train", fake_train)
+    monkeypatch.setattr("agentrl_shared.cli.cpu_bf16_flags", lambda: [])  # fp32: no precision override
     main(["SDAR=sdar:x:sdar", "SDAR x100=sdar:x:sdar:trainer.sdar_coef=1.0", "--env", "textrooms", "--out",
           str(tmp_path / "o"), "--runs", str(runs), "--reuse", f"SDAR={plan / 'sdar'}", "--reuse",
           f"SDAR x100={plan / 'sdar'}"])  # fmt: skip

@@ -320,3 +320,15 @@ def test_run_parallel_runs_each_command_on_one_core_with_its_label(capsys):
         run_parallel(
             [("bad", [sys.executable, "-c", "raise SystemExit(3)"]), ("good", [sys.executable, "-c", "1"])], 2
         )
+
+
+def test_cpu_precision_is_bf16_where_native_and_an_override_wins(monkeypatch):
+    from agentrl_shared import cli
+
+    monkeypatch.setattr(cli, "cpu_bf16_flags", lambda: ["avx512_bf16"])
+    assert cli.cpu_precision([]) == ["trainer.bf16=true"]
+    assert cli.cpu_precision(["trainer.bf16=false"]) == []  # fp32 on any machine
+    monkeypatch.setattr(cli, "cpu_bf16_flags", lambda: [])
+    assert cli.cpu_precision([]) == []
+    monkeypatch.undo()
+    assert set(cli.cpu_bf16_flags()) <= set(cli.CPU_BF16_FLAGS)  # this machine's, whatever it has

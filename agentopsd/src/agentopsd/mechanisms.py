@@ -100,8 +100,12 @@ def mechanisms(config: str, runs: Path, seed: int, output: Path, overrides: list
     """The check on the untrained model (the config's), GRPO-final and AgentOPSD-final of `runs` (`<runs>/cpu/
     <method>/seed<seed>/final`), each with the AgentOPSD config (its teacher prompt and credit) and only the model
     swapped."""
+    from agentrl_shared.cli import cpu_precision
+
     from .cli import load
     from .trainer import AgentOPSDTrainer
+
+    overrides = [*cpu_precision(overrides), *overrides]  # the CPU plan's precision (recorded in the command)
 
     trained = checkpoints(runs, "agentopsd", seed)  # the before / after pair first, GRPO-final last
     models = {

@@ -37,8 +37,12 @@ def analyse(trainer, episodes, logps) -> dict:
 def mechanisms(config: str, runs: Path, seed: int, output: Path, overrides: list[str]) -> dict:
     """The check on the untrained model (the config's), GRPO-final and SDAR-final of `runs` (`<runs>/cpu/<method>/
     seed<seed>/final`), each with the SDAR config (its teacher prompt, gate_beta) and only the model swapped."""
+    from agentrl_shared.cli import cpu_precision
+
     from .cli import load
     from .trainer import SDARTrainer
+
+    overrides = [*cpu_precision(overrides), *overrides]  # the CPU plan's precision (recorded in the command)
 
     trained = checkpoints(runs, "sdar", seed)  # the before / after pair first, GRPO-final last
     models = {

@@ -31,7 +31,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .cli import setup_logging
+from .cli import cpu_precision, setup_logging
 from .report import markdown_table, mean_std, paired_markdown, plot_curves
 
 
@@ -68,19 +68,20 @@ def reusable(path: Path, method: str, seed: int, overrides: list[str]) -> bool:
 
 
 def same_setting(payloads: dict[str, list[dict]]) -> None:
-    """Every run must share the model, the environment section (panel, turn limit, ...), the evaluation seeds and the
-    training budget (`BUDGET` keys of the trainer section)."""
+    """Every run must share the model, the environment section (panel, turn limit, ...), the evaluation seeds, the
+    training budget (`BUDGET` keys of the trainer section) and the precision (`cli.precision_fields`)."""
     seen: dict[str, tuple] = {}
     for label, runs in payloads.items():
         for p in runs:
             trainer = p["config"].get("trainer", {})
             budget = tuple(trainer.get(k) for k in BUDGET)
-            key = (p["model"], json.dumps(p["config"]["env"], sort_keys=True), tuple(p["eval_seeds"]), budget)
+            key = (p["model"], json.dumps(p["config"]["env"], sort_keys=True), tuple(p["eval_seeds"]), budget,
+                   p.get("precision", "fp32"))  # fmt: skip
             seen.setdefault(key, (label, p["seed"]))
     if len(seen) > 1:
         found = "; ".join(f"{label} seed {seed}" for label, seed in seen.values())
-        raise SystemExit(f"The runs do not share one model, environment, panel and training budget ({found}): align "
-                         "their configs.")  # fmt: skip
+        raise SystemExit(f"The runs do not share one model, environment, panel, training budget and precision ({found}): "
+                         "align their configs.")  # fmt: skip
 
 
 def reference_levels(specs: list[str], payloads: dict[str, list[dict]]) -> dict[str, tuple[str, list[dict]]]:
@@ -152,6 +153,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"--reuse names labels that are not entries: {', '.join(sorted(unknown))}.")
     payloads: dict[str, list[dict]] = {}
     sources: dict[str, list[str]] = {}
+    precision = cpu_precision(ns.override)  # as the packages' CPU plans: bf16 autocast where the CPU has it
     for label, package, config, method, own in entries:
         overrides = [*ns.override, *own]
         for seed in seeds:
@@ -162,7 +164,7 @@ def main(argv: list[str] | None = None) -> None:
                     logger.info(f"compare: {label} seed {seed}: reusing the finished run {done}")
                     run = done
                 else:
-                    train(package, config, method, seed, run, overrides)
+                    train(package, config, method, seed, run, [*precision, *overrides])
             payloads.setdefault(label, []).append(json.loads((run / "results.json").read_text()))
             sources.setdefault(label, []).append(str(run))
     same_setting(payloads)
