@@ -102,10 +102,11 @@ def mechanisms(config: str, runs: Path, seed: int, output: Path, overrides: list
     swapped."""
     from agentrl_shared.cli import cpu_precision
 
-    from .cli import load
+    from .cli import CPU_CONFIG, load
     from .trainer import AgentOPSDTrainer
 
-    overrides = [*cpu_precision(overrides), *overrides]  # the CPU plan's precision (recorded in the command)
+    if config == CPU_CONFIG:  # the CPU plan's checkpoints, in the plan's precision (recorded in the command)
+        overrides = [*cpu_precision(overrides), *overrides]
 
     trained = checkpoints(runs, "agentopsd", seed)  # the before / after pair first, GRPO-final last
     models = {

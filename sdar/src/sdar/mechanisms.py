@@ -39,10 +39,11 @@ def mechanisms(config: str, runs: Path, seed: int, output: Path, overrides: list
     seed<seed>/final`), each with the SDAR config (its teacher prompt, gate_beta) and only the model swapped."""
     from agentrl_shared.cli import cpu_precision
 
-    from .cli import load
+    from .cli import CPU_CONFIG, load
     from .trainer import SDARTrainer
 
-    overrides = [*cpu_precision(overrides), *overrides]  # the CPU plan's precision (recorded in the command)
+    if config == CPU_CONFIG:  # the CPU plan's checkpoints, in the plan's precision (recorded in the command)
+        overrides = [*cpu_precision(overrides), *overrides]
 
     trained = checkpoints(runs, "sdar", seed)  # the before / after pair first, GRPO-final last
     models = {
