@@ -147,7 +147,7 @@ def reproduce(
 def main(argv: list[str] | None = None) -> None:
     parser, subs = build_parser(PACKAGE, __doc__, CPU_CONFIG, list(METHODS), {"mechanisms": MECHANISMS_HELP})
     add_mechanisms_flags(subs["mechanisms"], PACKAGE, CPU_CONFIG)
-    add_plan_flags(subs["reproduce"], CPU_PLAN, list(METHODS), PAPER_CONFIGS)
+    add_plan_flags(subs["reproduce"], CPU_PLAN, list(METHODS), PAPER_CONFIGS, jobs=True)
     add_compare_flag(subs["report"], "runs/compare/sdar_coef")
     ns = parse_args(parser, subs, argv)
     setup_logging()

@@ -554,12 +554,14 @@ def reproduce_paper(
         launch(package, launch_size(config, package, overrides), train_args, flags)
 
 
-def add_plan_flags(q: argparse.ArgumentParser, plan: list[str], methods: list[str], configs: list[str]) -> None:
-    """`reproduce --methods` (both scales), `--configs` (paper scale) and `--jobs` (CPU scale) of a package whose plan
-    can be chosen."""
-    q.add_argument("--jobs", type=int, default=len(cpu_cores()),
-                   help=f"cpu scale: runs at a time, one core each (default: this machine's {len(cpu_cores())}; 1: one "
-                   "after another in this process, on every core)")  # fmt: skip
+def add_plan_flags(q: argparse.ArgumentParser, plan: list[str], methods: list[str], configs: list[str],
+                   jobs: bool = False) -> None:  # fmt: skip
+    """`reproduce --methods` (both scales) and `--configs` (paper scale) of a package whose plan can be chosen, and
+    with `jobs` (a package whose CPU plan runs through `reproduce_cpu`) `--jobs`."""
+    if jobs:
+        q.add_argument("--jobs", type=int, default=len(cpu_cores()),
+                       help=f"cpu scale: runs at a time, one core each (default: this machine's {len(cpu_cores())}; "
+                       "1: one after another in this process, on every core)")  # fmt: skip
     q.add_argument("--methods", default=",".join(plan),
                    help=f"comma-separated, of {', '.join(methods)} (default {','.join(plan)}; at cpu scale the "
                    "untrained model is always evaluated too)")  # fmt: skip
