@@ -67,7 +67,7 @@ TRAINING_METRICS = [
     ("all-fail groups %", ("env/all_fail_group_ratio",), 100),
     ("gate mean, gap > 0 / gap < 0", ("sdar/gate_mean_pos_gap", "sdar/gate_mean_neg_gap"), 1),
     (
-        "SDAR share of the update % (all / on all-fail groups)",
+        "SDAR share of the update %, micro-batch mean (all / on all-fail groups)",
         ("sdar/update_share", "sdar/update_share_all_fail"),
         100,
     ),
