@@ -145,5 +145,4 @@ class SDARTrainer(MultiTurnGRPOTrainer):
         the rows of all-fail groups (where GRPO's advantage is 0)."""
         shares = update_shares(logps, teacher, mask, advantages, all_fail, sdar_coef=self.args.sdar_coef,
                                gate_beta=self.args.gate_beta)  # fmt: skip
-        for name, (numerator, denominator) in shares.items():
-            self._log_token_means({f"sdar/{name}": numerator}, denominator)
+        self._log_ratios({f"sdar/{name}": ratio for name, ratio in shares.items()})

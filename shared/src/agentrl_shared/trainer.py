@@ -507,6 +507,17 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             for i, name in enumerate(names):
                 self._metrics[mode][name].append(stats[i].item() / tokens)
 
+    def _log_ratios(self, ratios: dict[str, tuple[Tensor, Tensor]]) -> None:
+        """Log each `numerator / denominator` of `ratios` summed over all ranks, for this micro-batch (one all-reduce;
+        a ratio whose denominator is 0 on every rank is not logged)."""
+        names = sorted(ratios)
+        stats = torch.stack([x.float() for name in names for x in ratios[name]])
+        stats = self.accelerator.reduce(stats, reduction="sum")
+        mode = "train" if self.model.training else "eval"
+        for i, name in enumerate(names):
+            if stats[2 * i + 1].item() > 0:
+                self._metrics[mode][name].append(stats[2 * i].item() / stats[2 * i + 1].item())
+
     def log_rollout_line(self) -> None:
         """One console line per rollout (the full metrics go to the run's log and `report_to`)."""
         if self.accelerator.is_main_process:
